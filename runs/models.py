@@ -1,0 +1,288 @@
+"""DOING it and what came of it: runs (one server configuration), points (one
+measurement), raw request records, GPU telemetry and the run timeline.
+
+Measured numbers are plain columns so they can be filtered, aggregated and charted in SQL.
+"""
+
+from django.db import models
+from django.db.models import Q
+
+from benchmarks.models import FailureKind, KnownFailure, Method, Sweep, Workload
+from benchmarks.plan import canonical_params
+
+
+class RunStatus(models.TextChoices):
+    PLANNED = "planned", "Planned"
+    QUEUED = "queued", "Queued"
+    STARTING = "starting", "Starting"
+    RUNNING = "running", "Running"
+    DONE = "done", "Done"
+    CRASHED = "crashed", "Crashed"
+    FAILED = "failed", "Failed"
+    SKIPPED = "skipped", "Skipped"
+    CANCELLED = "cancelled", "Cancelled"
+
+
+class PointStatus(models.TextChoices):
+    PLANNED = "planned", "Planned"
+    OK = "ok", "OK"
+    FAILED = "failed", "Failed (requests errored)"
+    CRASHED = "crashed", "Crashed (server died during it)"
+    TIMEOUT = "timeout", "Timed out"
+    CONTEXT_OVERFLOW = "context_overflow", "Context overflow (server refused the length)"
+    SKIPPED = "skipped", "Skipped"
+    NOT_RUN = "not_run", "Not run (server died earlier)"
+
+
+class Curated(models.Model):
+    """Curation flags. Curators change these, never the measured numbers."""
+
+    excluded = models.BooleanField(default=False, help_text="Hidden from charts and history.")
+    exclude_reason = models.TextField(blank=True)
+    is_baseline = models.BooleanField(default=False)
+    notes = models.TextField(blank=True)
+
+    class Meta:
+        abstract = True
+
+
+class Run(Curated):
+    """One server configuration of a sweep (method, parameters, TP) on its host."""
+
+    sweep = models.ForeignKey(Sweep, on_delete=models.CASCADE, related_name="runs")
+    position = models.PositiveIntegerField(help_text="Order within the sweep's plan.")
+    method = models.CharField(max_length=30, choices=Method.choices)
+    params = models.JSONField(default=dict, blank=True)
+    params_key = models.CharField(max_length=500, editable=False)
+    tp = models.PositiveSmallIntegerField()
+    attempt = models.PositiveSmallIntegerField(default=1)
+    retry_of = models.ForeignKey(
+        "self", null=True, blank=True, on_delete=models.SET_NULL, related_name="retries"
+    )
+    status = models.CharField(max_length=20, choices=RunStatus.choices, default=RunStatus.PLANNED)
+    reason = models.TextField(blank=True, help_text="Why it was skipped or failed, in words.")
+    failure_kind = models.CharField(max_length=40, choices=FailureKind.choices, blank=True)
+    failure_cause = models.TextField(blank=True)
+    failure_log = models.TextField(blank=True, help_text="The log lines the cause was read from.")
+    known_failure = models.ForeignKey(
+        KnownFailure, null=True, blank=True, on_delete=models.SET_NULL, related_name="runs"
+    )
+    retry_quarantined = models.BooleanField(
+        default=False, help_text="Run even though the configuration is quarantined."
+    )
+    # What was actually launched and what the server said about itself.
+    argv = models.JSONField(default=list, blank=True)
+    engine_version = models.CharField(max_length=200, blank=True)
+    server_info = models.JSONField(default=dict, blank=True)
+    context_length = models.PositiveIntegerField(null=True, blank=True)
+    kv_capacity_tokens = models.PositiveBigIntegerField(null=True, blank=True)
+    log_path = models.CharField(max_length=1000, blank=True)
+    port = models.PositiveIntegerField(null=True, blank=True)
+    pid = models.PositiveIntegerField(null=True, blank=True)
+    # The claim: which worker drives the run, and its last sign of life.
+    claimed_by = models.CharField(max_length=200, blank=True)
+    claimed_at = models.DateTimeField(null=True, blank=True)
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["sweep", "method", "params_key", "tp", "attempt"],
+                name="run_natural_key",
+            ),
+        ]
+        indexes = [
+            # Sweep detail: a sweep's runs in plan order.
+            models.Index(fields=["sweep", "position"], name="run_sweep_position_idx"),
+            # Takeover: runs still "running" whose heartbeat went stale.
+            models.Index(fields=["status", "heartbeat_at"], name="run_status_heartbeat_idx"),
+            # History: every run of one configuration across sweeps.
+            models.Index(fields=["method", "params_key", "tp"], name="run_config_idx"),
+        ]
+
+    def __str__(self):
+        return f"{self.sweep_id}/{self.config_label}"
+
+    @property
+    def config_label(self):
+        values = " ".join(f"{k}={v}" for k, v in sorted(self.params.items()))
+        return " ".join(part for part in (self.method, values, f"TP{self.tp}") if part)
+
+    def save(self, *args, **kwargs):
+        self.params_key = canonical_params(self.params)
+        if kwargs.get("update_fields") is not None and "params" in kwargs["update_fields"]:
+            kwargs["update_fields"] = {*kwargs["update_fields"], "params_key"}
+        super().save(*args, **kwargs)
+
+
+LATENCY_METRICS = ("ttft", "tpot", "itl", "e2el")
+LATENCY_STATISTICS = ("mean", "median", "std", "p90", "p99")
+LATENCY_FIELDS = tuple(f"{s}_{m}_ms" for m in LATENCY_METRICS for s in LATENCY_STATISTICS)
+
+
+class Point(Curated):
+    """One measurement of a run: a workload at a prompt length and a concurrency."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="points")
+    position = models.PositiveIntegerField(help_text="Order within the run.")
+    workload = models.ForeignKey(Workload, on_delete=models.PROTECT, related_name="points")
+    # Target prompt length; None for a fixed prompt or a dataset (its length is measured).
+    prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
+    actual_prompt_tokens = models.PositiveIntegerField(
+        null=True, blank=True, help_text="Prompt tokens as the server counted them."
+    )
+    max_new_tokens = models.PositiveIntegerField()
+    concurrency = models.PositiveIntegerField()
+    request_rate = models.FloatField(null=True, blank=True, help_text="None: closed loop.")
+    status = models.CharField(max_length=20, choices=PointStatus.choices, default=PointStatus.PLANNED)
+    reason = models.TextField(blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+
+    # Aggregates, named as `vllm bench serve` names them (runs.metrics defines them).
+    completed = models.PositiveIntegerField(null=True, blank=True)
+    failed = models.PositiveIntegerField(null=True, blank=True)
+    duration = models.FloatField(null=True, blank=True, help_text="Wall seconds.")
+    total_input_tokens = models.PositiveBigIntegerField(null=True, blank=True)
+    total_output_tokens = models.PositiveBigIntegerField(null=True, blank=True)
+    request_throughput = models.FloatField(null=True, blank=True)
+    output_throughput = models.FloatField(null=True, blank=True)
+    total_token_throughput = models.FloatField(null=True, blank=True)
+    # {mean,median,std,p90,p99}_{ttft,tpot,itl,e2el}_ms: one column each (LATENCY_FIELDS).
+    for _field in LATENCY_FIELDS:
+        locals()[_field] = models.FloatField(null=True, blank=True)
+    del _field
+    decode_tok_s = models.FloatField(null=True, blank=True)
+    max_output_tokens_per_s = models.FloatField(null=True, blank=True)
+    accept_length = models.FloatField(null=True, blank=True)
+    server_decode_tok_s = models.FloatField(
+        null=True, blank=True, help_text="Decode speed as the server itself reported it."
+    )
+    client_bound = models.BooleanField(default=False)
+    event_loop_lag_p99_ms = models.FloatField(null=True, blank=True)
+    # kind -> {"count": n, "example": "..."}: failures are kept, never dropped.
+    errors = models.JSONField(default=dict, blank=True)
+    # What has no column: unmapped fields of imported files, engine-specific extras.
+    extra = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        constraints = [
+            # The natural key; two partial constraints because NULL prompt_tokens (a
+            # fixed prompt) would otherwise never collide and upserts would duplicate.
+            models.UniqueConstraint(
+                fields=["run", "workload", "prompt_tokens", "concurrency"],
+                condition=Q(prompt_tokens__isnull=False),
+                name="point_natural_key",
+            ),
+            models.UniqueConstraint(
+                fields=["run", "workload", "concurrency"],
+                condition=Q(prompt_tokens__isnull=True),
+                name="point_natural_key_fixed_prompt",
+            ),
+        ]
+        indexes = [
+            # Sweep detail and run drawer: a run's points in order.
+            models.Index(fields=["run", "position"], name="point_run_position_idx"),
+            # Progress: points done/total per run, by status.
+            models.Index(fields=["run", "status"], name="point_run_status_idx"),
+            # History: one series (workload, prompt length, concurrency) across runs.
+            models.Index(
+                fields=["workload", "prompt_tokens", "concurrency"], name="point_series_idx"
+            ),
+        ]
+
+    def __str__(self):
+        length = self.prompt_tokens if self.prompt_tokens is not None else "-"
+        return f"{self.workload_id}@{length}x{self.concurrency}"
+
+
+class RequestRecord(models.Model):
+    """One measured request of a point, raw: every metric can be recomputed from these."""
+
+    point = models.ForeignKey(Point, on_delete=models.CASCADE, related_name="requests")
+    index = models.PositiveIntegerField()
+    send_time = models.FloatField(help_text="Epoch seconds.")
+    # Seconds since send of every chunk that carried tokens, and how many it carried.
+    chunk_offsets = models.JSONField(default=list)
+    chunk_tokens = models.JSONField(default=list)
+    prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
+    output_tokens = models.PositiveIntegerField(default=0)
+    token_count_source = models.CharField(max_length=30, blank=True)
+    finish_reason = models.CharField(max_length=50, blank=True)
+    http_status = models.PositiveSmallIntegerField(null=True, blank=True)
+    error_kind = models.CharField(max_length=40, blank=True)
+    error = models.TextField(blank=True)
+    spec_verify_ct = models.PositiveIntegerField(null=True, blank=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["point", "index"], name="requestrecord_natural_key"),
+        ]
+
+    def __str__(self):
+        return f"request {self.index} of point {self.point_id}"
+
+
+class TelemetrySample(models.Model):
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="telemetry")
+    at = models.DateTimeField()
+    gpu_index = models.PositiveSmallIntegerField()
+    memory_used_mib = models.FloatField(null=True, blank=True)
+    memory_total_mib = models.FloatField(null=True, blank=True)
+    utilization_pct = models.FloatField(null=True, blank=True)
+    power_w = models.FloatField(null=True, blank=True)
+    temperature_c = models.FloatField(null=True, blank=True)
+    sm_clock_mhz = models.FloatField(null=True, blank=True)
+
+    class Meta:
+        indexes = [
+            # Run charts: GPU memory and power over a run's time.
+            models.Index(fields=["run", "at"], name="telemetry_run_at_idx"),
+        ]
+
+
+class RunEventKind(models.TextChoices):
+    PLANNED = "planned", "Planned"
+    QUEUED = "queued", "Queued"
+    CLAIMED = "claimed", "Claimed by a worker"
+    PREFLIGHT_OK = "preflight_ok", "Preflight passed"
+    PREFLIGHT_FAILED = "preflight_failed", "Preflight failed"
+    LAUNCHED = "launched", "Server launched"
+    READY = "ready", "Server ready"
+    STARTUP_FAILED = "startup_failed", "Server failed to start"
+    CONTEXT_CAPPED = "context_capped", "Points skipped by the context cap"
+    WARMUP_DONE = "warmup_done", "Warmup done"
+    POINT_STARTED = "point_started", "Point started"
+    POINT_FINISHED = "point_finished", "Point finished"
+    PROBE_FAILED = "probe_failed", "Health probe failed"
+    CRASHED = "crashed", "Server crashed"
+    QUARANTINED = "quarantined", "Configuration quarantined"
+    RETRY = "retry", "Retrying"
+    RESUMED = "resumed", "Resumed"
+    CANCELLED = "cancelled", "Cancelled"
+    TEARDOWN = "teardown", "Server stopped"
+    GPU_LEAK = "gpu_leak", "GPU memory not released"
+    TELEMETRY_UNAVAILABLE = "telemetry_unavailable", "Telemetry unavailable"
+    FINISHED = "finished", "Run finished"
+
+
+class RunEvent(models.Model):
+    """The timeline of a run, as the UI shows it."""
+
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="events")
+    at = models.DateTimeField()
+    kind = models.CharField(max_length=30, choices=RunEventKind.choices)
+    message = models.TextField(blank=True)
+    data = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        indexes = [
+            # Run drawer: a run's timeline in order.
+            models.Index(fields=["run", "at"], name="runevent_run_at_idx"),
+        ]
+
+    def __str__(self):
+        return f"{self.kind} at {self.at:%H:%M:%S}"

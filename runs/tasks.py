@@ -1,0 +1,30 @@
+"""Celery entry points: thin, take ids, never model instances."""
+
+from celery import current_task, shared_task
+from celery.signals import worker_ready
+from django.utils import timezone
+
+from benchmarks.models import Host
+from sweeplab.celery import host_queue
+
+
+def send_to_host(task, host_name, **kwargs):
+    """Enqueue a task on the queue of one host, where only that host's workers look."""
+    return task.apply_async(kwargs=kwargs, queue=host_queue(host_name))
+
+
+@shared_task(name="runs.host_heartbeat")
+def host_heartbeat(host_id):
+    """Record that a worker consuming this host's queue is alive."""
+    Host.objects.filter(pk=host_id).update(
+        last_heartbeat_at=timezone.now(), last_worker=current_task.request.hostname or ""
+    )
+
+
+@worker_ready.connect
+def announce_worker(sender, **kwargs):
+    """On start, a worker sends a heartbeat through each host queue it consumes: the
+    round trip proves the queue, the broker and the database all work."""
+    queues = [q.name for q in sender.app.amqp.queues.consume_from.values()]
+    for host in Host.objects.filter(name__in=[q.removeprefix("host.") for q in queues if q.startswith("host.")]):
+        send_to_host(host_heartbeat, host.name, host_id=host.id)

@@ -1,0 +1,65 @@
+"""Starting real processes (workers) from tests, against the test database."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from urllib.parse import quote
+
+from django.db import connection
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_database_url():
+    """DATABASE_URL of the database this test runs on, for child processes."""
+    s = connection.settings_dict
+    if s["ENGINE"].endswith("sqlite3"):
+        return f"sqlite:///{s['NAME']}"
+    user = quote(s["USER"] or "")
+    password = f":{quote(s['PASSWORD'])}" if s["PASSWORD"] else ""
+    return f"postgres://{user}{password}@{s['HOST'] or 'localhost'}:{s['PORT'] or 5432}/{s['NAME']}"
+
+
+def child_env(**extra):
+    return {**os.environ, "DATABASE_URL": test_database_url(), **extra}
+
+
+def stop_process_group(proc, grace=10):
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+@contextmanager
+def celery_worker(queues, log_path):
+    """A real Celery worker process consuming `queues`, stopped (and its children) after."""
+    argv = [
+        sys.executable, "-m", "celery", "-A", "sweeplab", "worker",
+        "--queues", ",".join(queues), "--concurrency", "1", "--loglevel", "INFO",
+        "--hostname", f"test-{os.getpid()}@%h",
+        "--without-gossip", "--without-mingle", "--without-heartbeat",
+    ]
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(argv, cwd=ROOT, env=child_env(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        yield proc
+    finally:
+        stop_process_group(proc)
+
+
+def wait_for(predicate, timeout, interval=0.2):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    return predicate()
