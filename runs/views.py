@@ -54,7 +54,9 @@ def sweep_detail(request, sweep_id):
             counts[point.status] = counts.get(point.status, 0) + 1
         run.point_total = len(run.points.all())
     point_total = sum(counts.values())
-    finished = point_total - counts.get(PointStatus.PLANNED, 0)
+    # Progress over the points there is something to do for: skipped ones are settled.
+    to_measure = point_total - counts.get(PointStatus.SKIPPED, 0)
+    finished = to_measure - counts.get(PointStatus.PLANNED, 0)
     return render(
         request,
         "runs/sweep_detail.html",
@@ -65,7 +67,9 @@ def sweep_detail(request, sweep_id):
             "status_counts": [
                 (value, label, counts[value]) for value, label in PointStatus.choices if counts.get(value)
             ],
-            "progress_pct": round(100 * finished / point_total) if point_total else 0,
+            "points_to_measure": to_measure,
+            "points_finished": finished,
+            "progress_pct": round(100 * finished / to_measure) if to_measure else 100,
             "spec_yaml": dump_yaml(sweep.spec),
             "status_chart": {
                 "labels": [run.config_label for run in runs],

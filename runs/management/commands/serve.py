@@ -4,6 +4,7 @@ What `make run` ends with. Ctrl-C (or SIGTERM) stops them all cleanly."""
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -43,18 +44,25 @@ class Command(BaseCommand):
 
         signal.signal(signal.SIGINT, stop)
         signal.signal(signal.SIGTERM, stop)
+        log_dir = Path(settings.DATA_DIR) / "logs"
+        log_dir.mkdir(parents=True, exist_ok=True)
         for name, argv in commands.items():
-            # Own process group each, so we decide when and how they stop.
-            children[name] = subprocess.Popen(argv, env=env, start_new_session=True)
+            # Workers log to files, the web server to this terminal. Each child has its
+            # own process group, so we decide when and how they stop.
+            out = None if name == "web" else open(log_dir / f"{name.replace(' ', '-')}.log", "ab")
+            children[name] = subprocess.Popen(
+                argv, env=env, start_new_session=True, stdout=out, stderr=subprocess.STDOUT if out else None
+            )
 
-        broker = settings.CELERY_BROKER_URL.split("@")[-1]
-        self.stdout.write(
-            f"\nSweeplab is up: http://{addr}:{port}/\n"
-            f"  workers: {', '.join(hosts)} (broker {broker})\n"
-            f"  {self.login_hint()}\n"
-            "  Ctrl-C stops everything.\n"
-        )
-        self.stdout.flush()
+        if self.wait_for_port(addr, port, children["web"]):
+            broker = settings.CELERY_BROKER_URL.split("@")[-1]
+            self.stdout.write(
+                f"\nSweeplab is up: http://{addr}:{port}/\n"
+                f"  {self.login_hint()}\n"
+                f"  workers: {', '.join(hosts)} (broker {broker}; logs in {log_dir})\n"
+                "  Ctrl-C stops everything.\n"
+            )
+            self.stdout.flush()
 
         exit_code = 0
         while not stopping:
@@ -69,17 +77,30 @@ class Command(BaseCommand):
         self.stdout.write("Stopping…")
         for proc in children.values():
             if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGTERM)
+                proc.terminate()  # the leader only: a Celery worker shuts its pool down itself
         deadline = time.monotonic() + GRACE_SECONDS
         for name, proc in children.items():
             try:
                 proc.wait(timeout=max(0.1, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 self.stderr.write(f"{name} did not stop in {GRACE_SECONDS}s; killing it")
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)  # whatever is left of its group
+            except ProcessLookupError:
+                pass
+            proc.wait()
         self.stdout.write("Stopped.")
         sys.exit(exit_code)
+
+    def wait_for_port(self, addr, port, proc, timeout=60):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and proc.poll() is None:
+            try:
+                with socket.create_connection((addr, port), timeout=1):
+                    return True
+            except OSError:
+                time.sleep(0.25)
+        return False
 
     def login_hint(self):
         path = Path(settings.DATA_DIR) / "demo-admin-password"
