@@ -35,6 +35,7 @@ class FailureKind(models.TextChoices):
     TRITON_COMPILE = "triton_compile", "Triton compile error"
     WATCHDOG_TIMEOUT = "watchdog_timeout", "Watchdog timeout"
     PYTHON_EXCEPTION = "python_exception", "Python exception"
+    GGML_ASSERT = "ggml_assert", "GGML assertion (llama.cpp)"
     KILLED = "killed", "Killed"
     UNKNOWN = "unknown", "Unknown"
     MODEL_MISSING = "model_missing", "Model path missing"
@@ -67,20 +68,6 @@ class Host(models.Model):
 
 class Engine(models.Model):
     """How to launch one inference server. Admin-only: this is what a host executes."""
-
-    PLACEHOLDERS = (
-        "model_path",
-        "draft_model_path",
-        "tp",
-        "port",
-        "host",
-        "context_length",
-        "block_size",
-        "budget",
-        "topk_cap",
-        "num_pred_tokens",
-        "python",
-    )
 
     name = models.SlugField(max_length=100, unique=True)
     kind = models.CharField(max_length=20, choices=EngineKind.choices)

@@ -22,7 +22,8 @@ workloads exist), which the caller builds from the database (``benchmarks.catalo
     warmup_requests: 1
     exclude:
       - {method: ddtree, budget: 64, tp: 1}
-    options: {retry_quarantined: false, context_margin_tokens: 16, retries: 0}
+    options: {retry_quarantined: false, context_margin_tokens: 16, retries: 0,
+              stall_timeout_s: 60, first_token_timeout_s: 600}
 """
 
 import difflib
@@ -123,6 +124,10 @@ OPTION_DEFAULTS = {
     "context_margin_tokens": 16,
     # Re-launches of a crashed configuration before it is concluded crashed.
     "retries": 0,
+    # A request that gets no token for this long has stalled (a hung server).
+    "stall_timeout_s": 60,
+    # A request that gets no first token for this long has timed out (prefill included).
+    "first_token_timeout_s": 600,
 }
 
 
@@ -518,9 +523,9 @@ def _options(check, value):
             options["retry_quarantined"] = value["retry_quarantined"]
         else:
             check.error("options.retry_quarantined", f"expected true or false, got {describe(value['retry_quarantined'])}")
-    for key in ("context_margin_tokens", "retries"):
+    for key, minimum in (("context_margin_tokens", 0), ("retries", 0), ("stall_timeout_s", 1), ("first_token_timeout_s", 1)):
         if key in value:
-            parsed = check.positive_int(f"options.{key}", value[key], minimum=0)
+            parsed = check.positive_int(f"options.{key}", value[key], minimum=minimum)
             if parsed is not None:
                 options[key] = parsed
     return options

@@ -1,11 +1,12 @@
 """Turning a validated spec into a stored sweep with its planned runs and points."""
 
-from django.db import transaction
+from django.db import models, transaction
+from django.utils import timezone
 
 from benchmarks.catalog import active_quarantines, load_catalog
-from benchmarks.models import LLM, Engine, Host, Sweep, Workload
+from benchmarks.models import LLM, Engine, Host, Sweep, SweepStatus, Workload
 from benchmarks.plan import canonical_params, plan
-from runs.models import Point, Run
+from runs.models import Point, Run, RunEvent, RunEventKind, RunStatus
 
 
 def plan_spec(spec, catalog=None):
@@ -60,3 +61,141 @@ def create_sweep(spec, owner=None, catalog=None):
         for j, p in enumerate(planned.points)
     )
     return sweep, the_plan
+
+
+FINISHED_RUN = (RunStatus.DONE, RunStatus.CRASHED, RunStatus.FAILED, RunStatus.SKIPPED)
+ACTIVE_RUN = (RunStatus.QUEUED, RunStatus.STARTING, RunStatus.RUNNING)
+
+
+def _enqueue(sweep, run_ids):
+    from runs.tasks import execute_run, send_to_host
+
+    host = sweep.host.name
+
+    def send():
+        for run_id in run_ids:
+            send_to_host(execute_run, host, run_id=run_id)
+
+    transaction.on_commit(send)
+
+
+def _queue_runs(sweep, runs, message):
+    now = timezone.now()
+    run_ids = list(runs.values_list("id", flat=True))
+    runs.update(status=RunStatus.QUEUED)
+    RunEvent.objects.bulk_create(RunEvent(run_id=i, at=now, kind=RunEventKind.QUEUED, message=message) for i in run_ids)
+    return run_ids
+
+
+@transaction.atomic
+def launch_sweep(sweep, enqueue=True):
+    """Queue every planned run on its host, after the transaction commits. Returns the
+    run ids queued."""
+    sweep = Sweep.objects.select_for_update().get(pk=sweep.pk)
+    if sweep.status not in (SweepStatus.DRAFT,):
+        raise SweepStateError(f"sweep {sweep.pk} is {sweep.status}; only a draft can be launched (resume continues one)")
+    runs = Run.objects.filter(sweep=sweep, status=RunStatus.PLANNED).order_by("position")
+    run_ids = _queue_runs(sweep, runs, f"queued on host.{sweep.host.name}")
+    sweep.status = SweepStatus.QUEUED if run_ids else SweepStatus.DONE
+    sweep.launched_at = timezone.now()
+    if not run_ids:
+        sweep.finished_at = sweep.launched_at
+    sweep.save(update_fields=["status", "launched_at", "finished_at"])
+    if enqueue:
+        _enqueue(sweep, run_ids)
+    return run_ids
+
+
+@transaction.atomic
+def cancel_sweep(sweep):
+    """No new runs start; a running one stops at its next point boundary."""
+    sweep = Sweep.objects.select_for_update().get(pk=sweep.pk)
+    if sweep.status in (SweepStatus.DONE, SweepStatus.CANCELLED):
+        raise SweepStateError(f"sweep {sweep.pk} is already {sweep.status}")
+    sweep.status = SweepStatus.CANCELLED
+    sweep.finished_at = timezone.now()
+    sweep.save(update_fields=["status", "finished_at"])
+    waiting = Run.objects.filter(sweep=sweep, status__in=[RunStatus.PLANNED, RunStatus.QUEUED])
+    now = timezone.now()
+    RunEvent.objects.bulk_create(
+        RunEvent(run_id=i, at=now, kind=RunEventKind.CANCELLED, message="the sweep was cancelled before this run started")
+        for i in waiting.values_list("id", flat=True)
+    )
+    return waiting.update(status=RunStatus.CANCELLED, finished_at=now)
+
+
+@transaction.atomic
+def resume_sweep(sweep, enqueue=True):
+    """Re-enqueue every run that is not finished. A run interrupted mid-way (its worker
+    killed, its host rebooted) continues with the points it has not stored; a run still
+    driven by a live worker is left to it (the claim refuses a fresh heartbeat)."""
+    sweep = Sweep.objects.select_for_update().get(pk=sweep.pk)
+    if sweep.status == SweepStatus.DRAFT:
+        raise SweepStateError(f"sweep {sweep.pk} is a draft; launch it first")
+    unfinished = Run.objects.filter(sweep=sweep).exclude(status__in=FINISHED_RUN).order_by("position")
+    waiting = unfinished.filter(status__in=[RunStatus.PLANNED, RunStatus.CANCELLED, RunStatus.QUEUED])
+    in_flight = list(unfinished.filter(status__in=[RunStatus.STARTING, RunStatus.RUNNING]).values_list("id", flat=True))
+    queued = _queue_runs(sweep, waiting, "queued again by resume")
+    run_ids = sorted(set(queued) | set(in_flight), key=lambda i: i)
+    if run_ids:
+        sweep.status = SweepStatus.QUEUED
+        sweep.finished_at = None
+        sweep.save(update_fields=["status", "finished_at"])
+    if enqueue:
+        _enqueue(sweep, run_ids)
+    return run_ids
+
+
+def refresh_sweep_status(sweep_id):
+    """A sweep's status follows its runs (a cancelled one stays cancelled)."""
+    statuses = set(Run.objects.filter(sweep_id=sweep_id).values_list("status", flat=True))
+    if statuses and statuses <= set(FINISHED_RUN):
+        Sweep.objects.filter(pk=sweep_id).exclude(status__in=[SweepStatus.CANCELLED, SweepStatus.DRAFT]).update(
+            status=SweepStatus.DONE, finished_at=timezone.now()
+        )
+    elif statuses & {RunStatus.STARTING, RunStatus.RUNNING} or (statuses & set(FINISHED_RUN)):
+        Sweep.objects.filter(pk=sweep_id, status=SweepStatus.QUEUED).update(status=SweepStatus.RUNNING)
+
+
+class SweepStateError(Exception):
+    """The sweep is not in a state that allows this action."""
+
+
+def sweep_as_dict(sweep):
+    """The shape `sweep show --json` and `sweep run --json` print."""
+    sweep.refresh_from_db(fields=["status"])
+    runs = Run.objects.filter(sweep=sweep).order_by("position").prefetch_related(
+        models.Prefetch("points", queryset=Point.objects.select_related("workload").order_by("position"))
+    )
+    return {
+        "sweep": sweep.pk,
+        "status": sweep.status,
+        "runs": [
+            {
+                "method": run.method,
+                "params": run.params,
+                "tp": run.tp,
+                "status": run.status,
+                "failure_kind": run.failure_kind,
+                "failure_cause": run.failure_cause,
+                "points": [
+                    {
+                        "workload": p.workload.name,
+                        "prompt_tokens": p.prompt_tokens,
+                        "concurrency": p.concurrency,
+                        "status": p.status,
+                        "reason": p.reason,
+                        "completed": p.completed,
+                        "failed": p.failed,
+                        "output_throughput": p.output_throughput,
+                        "decode_tok_s": p.decode_tok_s,
+                        "mean_ttft_ms": p.mean_ttft_ms,
+                        "median_tpot_ms": p.median_tpot_ms,
+                        "accept_length": p.accept_length,
+                    }
+                    for p in run.points.all()
+                ],
+            }
+            for run in runs
+        ],
+    }

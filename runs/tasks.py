@@ -1,5 +1,7 @@
 """Celery entry points: thin, take ids, never model instances."""
 
+import os
+
 from celery import current_task, shared_task
 from celery.signals import worker_ready
 from django.utils import timezone
@@ -28,3 +30,22 @@ def announce_worker(sender, **kwargs):
     queues = [q.name for q in sender.app.amqp.queues.consume_from.values()]
     for host in Host.objects.filter(name__in=[q.removeprefix("host.") for q in queues if q.startswith("host.")]):
         send_to_host(host_heartbeat, host.name, host_id=host.id)
+
+
+@shared_task(name="runs.execute_run", bind=True, max_retries=3)
+def execute_run(self, run_id):
+    """Drive one run on this host (hours, possibly): claim, launch, measure, tear down.
+
+    A resumed run whose previous worker died still shows that worker's last heartbeat:
+    try again once it is stale. A run driven by a live worker keeps its heartbeat fresh,
+    so the retries give up and nothing runs twice."""
+    from runs.executor import execute_run as drive
+    from runs.executor import seconds_until_stale
+
+    worker = f"{self.request.hostname or 'worker'}:{os.getpid()}"
+    status = drive(run_id, worker_id=worker)
+    if status is None:
+        wait = seconds_until_stale(run_id)
+        if wait is not None and self.request.retries < self.max_retries:
+            raise self.retry(countdown=wait)
+    return status

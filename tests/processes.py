@@ -39,7 +39,7 @@ def stop_process_group(proc, grace=10):
 
 
 @contextmanager
-def celery_worker(queues, log_path):
+def celery_worker(queues, log_path, **env):
     """A real Celery worker process consuming `queues`, stopped (and its children) after."""
     argv = [
         sys.executable, "-m", "celery", "-A", "sweeplab", "worker",
@@ -48,7 +48,9 @@ def celery_worker(queues, log_path):
         "--without-gossip", "--without-mingle", "--without-heartbeat",
     ]
     with open(log_path, "wb") as log:
-        proc = subprocess.Popen(argv, cwd=ROOT, env=child_env(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        proc = subprocess.Popen(
+            argv, cwd=ROOT, env=child_env(**env), stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
     try:
         yield proc
     finally:
@@ -63,3 +65,18 @@ def wait_for(predicate, timeout, interval=0.2):
             return value
         time.sleep(interval)
     return predicate()
+
+
+def simengine_pids():
+    """Process ids of every simengine server on this machine."""
+    pids = set()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if b"simengine" in cmdline and b"-m" in cmdline:
+            pids.add(int(entry.name))
+    return pids

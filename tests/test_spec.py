@@ -40,7 +40,10 @@ def test_it_fills_defaults_and_keeps_scalar_params():
     assert spec.methods[0].params == {"budget": (8, 12), "topk_cap": 8}
     assert spec.max_new_tokens == 256
     assert spec.concurrency == (1,)
-    assert spec.options == {"retry_quarantined": False, "context_margin_tokens": 16, "retries": 0}
+    assert spec.options == {
+        "retry_quarantined": False, "context_margin_tokens": 16, "retries": 0,
+        "stall_timeout_s": 60, "first_token_timeout_s": 600,
+    }
 
 
 def test_the_spec_round_trips_through_yaml():

@@ -13,15 +13,9 @@ from django.core.management.base import BaseCommand
 from django.db import transaction
 
 from benchmarks.models import LLM, Engine, EngineKind, Host, Workload, WorkloadKind
+from runs.prompts import FIBONACCI_PROMPT
 
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
-
-FIBONACCI_PROMPT = (
-    "Write a Python function `fibonacci(n)` that returns the n-th Fibonacci number "
-    "(fibonacci(0) == 0, fibonacci(1) == 1). Make it iterative so it runs in O(n) time, "
-    "validate that n is a non-negative integer, and add a docstring and a few doctest "
-    "examples."
-)
 
 HOSTS = [
     {

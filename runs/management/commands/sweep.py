@@ -1,9 +1,11 @@
-"""`python manage.py sweep validate|plan|create FILE`.
+"""`python manage.py sweep validate|plan|create|run FILE`, `sweep launch|cancel|resume|show ID`.
 
 Invalid input exits with status 2 and its message on stderr, never a traceback."""
 
 import json
+import os
 import sys
+import time
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
@@ -11,8 +13,20 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import DatabaseError
 
 from benchmarks.catalog import load_catalog
+from benchmarks.models import Sweep, SweepStatus
 from benchmarks.spec import SpecError, load_spec_file
-from runs.sweeps import create_sweep, plan_spec
+from runs.models import PointStatus, Run, RunStatus
+from runs.sweeps import (
+    SweepStateError,
+    cancel_sweep,
+    create_sweep,
+    launch_sweep,
+    plan_spec,
+    resume_sweep,
+    sweep_as_dict,
+)
+
+POLL_S = 1.0
 
 EXIT_INVALID = 2
 
@@ -30,6 +44,20 @@ class Command(BaseCommand):
         create = sub.add_parser("create", help="store a draft sweep with its plan")
         create.add_argument("file")
         create.add_argument("--owner", help="username of the sweep's owner")
+        run = sub.add_parser("run", help="create a sweep, launch it and wait for it to finish")
+        run.add_argument("file")
+        run.add_argument("--owner", help="username of the sweep's owner")
+        run.add_argument("--inline", action="store_true", help="execute the runs in this process, no broker")
+        run.add_argument("--json", action="store_true", dest="as_json", help="print the results as JSON")
+        for action, text in (
+            ("launch", "queue a draft sweep's runs on its host"),
+            ("cancel", "stop a sweep: no new runs; the running one stops at its next point"),
+            ("resume", "re-enqueue every run that is not finished; stored points are kept"),
+        ):
+            sub.add_parser(action, help=text).add_argument("sweep_id", type=int)
+        show = sub.add_parser("show", help="a sweep's runs and points with their results")
+        show.add_argument("sweep_id", type=int)
+        show.add_argument("--json", action="store_true", dest="as_json", help="print as JSON")
 
     def handle(self, *args, action, **options):
         try:
@@ -37,6 +65,9 @@ class Command(BaseCommand):
         except SpecError as exc:
             for line in exc.errors:
                 self.stderr.write(line)
+            sys.exit(EXIT_INVALID)
+        except SweepStateError as exc:
+            self.stderr.write(str(exc))
             sys.exit(EXIT_INVALID)
         except DatabaseError as exc:
             raise CommandError(
@@ -68,11 +99,7 @@ class Command(BaseCommand):
         self.warn(the_plan.warnings)
 
     def do_create(self, file, owner=None, **options):
-        user = None
-        if owner:
-            user = get_user_model().objects.filter(username=owner).first()
-            if user is None:
-                raise SpecError(f"--owner: no user named {owner!r}")
+        user = self.owner(owner)
         spec, catalog = self.load(file)
         sweep, the_plan = create_sweep(spec, owner=user, catalog=catalog)
         totals = the_plan.totals
@@ -82,6 +109,92 @@ class Command(BaseCommand):
         )
         self.stdout.write(f"{settings.SWEEPLAB_BASE_URL}{sweep.get_absolute_url()}")
         self.warn(the_plan.warnings)
+
+    def get_sweep(self, sweep_id):
+        sweep = Sweep.objects.select_related("host").filter(pk=sweep_id).first()
+        if sweep is None:
+            raise SpecError(f"no sweep {sweep_id}")
+        return sweep
+
+    def do_launch(self, sweep_id, **options):
+        sweep = self.get_sweep(sweep_id)
+        run_ids = launch_sweep(sweep)
+        self.stdout.write(f"Sweep {sweep.pk}: {len(run_ids)} runs queued on host.{sweep.host.name}.")
+
+    def do_cancel(self, sweep_id, **options):
+        sweep = self.get_sweep(sweep_id)
+        cancelled = cancel_sweep(sweep)
+        self.stdout.write(f"Sweep {sweep.pk} cancelled: {cancelled} waiting runs will not start; a running one stops at its next point.")
+
+    def do_resume(self, sweep_id, **options):
+        sweep = self.get_sweep(sweep_id)
+        run_ids = resume_sweep(sweep)
+        self.stdout.write(f"Sweep {sweep.pk}: {len(run_ids)} unfinished runs queued again; stored points are kept.")
+
+    def do_show(self, sweep_id, as_json=False, **options):
+        sweep = self.get_sweep(sweep_id)
+        if as_json:
+            self.stdout.write(json.dumps(sweep_as_dict(sweep), indent=2))
+        else:
+            self.print_results(sweep)
+
+    def do_run(self, file, owner=None, inline=False, as_json=False, **options):
+        from runs.executor import execute_run
+
+        user = self.owner(owner)
+        spec, catalog = self.load(file)
+        sweep, the_plan = create_sweep(spec, owner=user, catalog=catalog)
+        self.warn(the_plan.warnings)
+        run_ids = launch_sweep(sweep, enqueue=not inline)
+        progress = self.stderr if as_json else self.stdout
+        progress.write(f"Sweep {sweep.pk} ({sweep.name}): {len(run_ids)} runs to execute"
+                       f"{' in this process' if inline else f' on host.{sweep.host.name}'}; "
+                       f"{settings.SWEEPLAB_BASE_URL}{sweep.get_absolute_url()}")
+        reporter = Progress(progress, sweep.pk)
+        try:
+            if inline:
+                for run_id in run_ids:
+                    execute_run(run_id, worker_id=f"inline:{os.getpid()}")
+                    reporter.update()
+            else:
+                while True:
+                    reporter.update()
+                    sweep.refresh_from_db(fields=["status"])
+                    if sweep.status in (SweepStatus.DONE, SweepStatus.CANCELLED):
+                        break
+                    time.sleep(POLL_S)
+        except KeyboardInterrupt:
+            progress.write(f"\nStopped waiting. Sweep {sweep.pk} goes on; `sweep cancel {sweep.pk}` stops it.")
+            sys.exit(130)
+        reporter.update(final=True)
+        if as_json:
+            self.stdout.write(json.dumps(sweep_as_dict(sweep), indent=2))
+        else:
+            self.print_results(sweep)
+
+    def owner(self, owner):
+        if not owner:
+            return None
+        user = get_user_model().objects.filter(username=owner).first()
+        if user is None:
+            raise SpecError(f"--owner: no user named {owner!r}")
+        return user
+
+    def print_results(self, sweep):
+        data = sweep_as_dict(sweep)
+        self.stdout.write(f"Sweep {data['sweep']} {sweep.name}: {data['status']}")
+        for run in data["runs"]:
+            label = " ".join([run["method"], *[f"{k}={v}" for k, v in run["params"].items()], f"TP{run['tp']}"])
+            cause = f": {run['failure_kind']}: {run['failure_cause']}" if run["failure_kind"] else ""
+            self.stdout.write(f"  {label:<36} {run['status']}{cause}")
+            for p in run["points"]:
+                length = p["prompt_tokens"] if p["prompt_tokens"] is not None else "-"
+                head = f"    {p['workload']:<14} {length!s:>6} x{p['concurrency']:<3} {p['status']:<16}"
+                if p["status"] == PointStatus.OK:
+                    accept = f"  accept {p['accept_length']:.2f}" if p["accept_length"] else ""
+                    self.stdout.write(f"{head} {p['decode_tok_s']:8.1f} tok/s  TTFT {p['mean_ttft_ms']:8.1f} ms{accept}")
+                else:
+                    self.stdout.write(f"{head} {p['reason']}")
 
     def warn(self, warnings):
         for line in warnings:
@@ -113,3 +226,31 @@ class Command(BaseCommand):
             for (point, reason), labels in skips.items():
                 where = f"in all {measured} runs" if len(labels) == measured else "in " + ", ".join(labels)
                 self.stdout.write(f"  {point} {where}: {reason}")
+
+
+class Progress:
+    """Progress of a sweep: a bar on a terminal, a line per finished run otherwise."""
+
+    def __init__(self, out, sweep_id):
+        self.out = out
+        self.sweep_id = sweep_id
+        self.tty = hasattr(out, "isatty") and out.isatty()
+        self.reported = set()
+
+    def update(self, final=False):
+        runs = list(Run.objects.filter(sweep_id=self.sweep_id).order_by("position"))
+        done = [r for r in runs if r.status in (RunStatus.DONE, RunStatus.CRASHED, RunStatus.FAILED, RunStatus.SKIPPED, RunStatus.CANCELLED)]
+        if self.tty:
+            width = 30
+            filled = int(width * len(done) / len(runs)) if runs else width
+            current = next((r.config_label for r in runs if r.status in (RunStatus.STARTING, RunStatus.RUNNING)), "")
+            self.out.write(f"\r[{'#' * filled}{'.' * (width - filled)}] {len(done)}/{len(runs)} runs {current:<40}", ending="")
+            if final:
+                self.out.write("")
+            self.out.flush()
+            return
+        for i, run in enumerate(runs, 1):
+            if run in done and run.pk not in self.reported:
+                self.reported.add(run.pk)
+                cause = f" ({run.failure_kind}: {run.failure_cause})" if run.failure_kind else ""
+                self.out.write(f"run {i}/{len(runs)} {run.config_label}: {run.status}{cause}")

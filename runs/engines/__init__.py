@@ -1,0 +1,23 @@
+"""Engine adapters: one module per engine kind. Pure of Django: they take plain values
+and talk HTTP with `requests`.
+
+    adapter = get_adapter("sglang")
+    argv = adapter.argv(template, method_args, LaunchValues(...))
+"""
+
+from runs.engines.base import ArgvError, EngineAdapter, LaunchValues, ServerLimits
+from runs.engines.sglang import SGLangAdapter
+from runs.engines.simulated import SimulatedAdapter
+from runs.engines.vllm import VLLMAdapter
+
+ADAPTERS = {a.kind: a for a in (SGLangAdapter(), VLLMAdapter(), SimulatedAdapter())}
+
+
+def get_adapter(kind):
+    try:
+        return ADAPTERS[kind]
+    except KeyError:
+        raise ValueError(f"no adapter for engine kind {kind!r}; known: {', '.join(sorted(ADAPTERS))}") from None
+
+
+__all__ = ["ADAPTERS", "ArgvError", "EngineAdapter", "LaunchValues", "ServerLimits", "get_adapter"]

@@ -1,0 +1,42 @@
+"""SGLang (`python -m sglang.launch_server`).
+
+- Readiness: it listens only once weights are loaded (connection refused before), answers
+  `/health` 200 when the scheduler responds, and logs "The server is fired up and ready
+  to roll!" after its warmup request.
+- Limits: `/v1/models` `data[0].max_model_len`; KV capacity `/get_server_info`
+  `max_total_num_tokens`.
+- Speculation per point: the native `/generate` answers carry `meta_info.spec_verify_ct`
+  and `completion_tokens`, so accept length = Σ completion_tokens / Σ spec_verify_ct over
+  the point's own requests (never `avg_spec_accept_length`, a server-lifetime average).
+"""
+
+from runs.engines.base import EngineAdapter, ServerLimits, get_json
+
+
+class SGLangAdapter(EngineAdapter):
+    kind = "sglang"
+    api = "sglang-generate"
+    ready_log_line = "The server is fired up and ready to roll!"
+
+    def extra_body(self):
+        # Every request generates exactly max_new_tokens, so points are comparable.
+        return {"ignore_eos": True}
+
+    def limits(self, base_url):
+        info = self.server_info(base_url)
+        kv = info.get("max_total_num_tokens")
+        return ServerLimits(
+            context_length=self.context_length(base_url),
+            kv_capacity_tokens=kv if isinstance(kv, int) else None,
+        )
+
+    def server_info(self, base_url):
+        return get_json(base_url + "/get_server_info")
+
+    def version(self, base_url):
+        return str(self.server_info(base_url).get("version", ""))
+
+    def accept_length(self, before, after, load_result):
+        verify = sum(r.spec_verify_ct or 0 for r in load_result.results if not r.error_kind)
+        tokens = sum(r.output_tokens for r in load_result.results if not r.error_kind and r.spec_verify_ct)
+        return tokens / verify if verify else None

@@ -1,0 +1,343 @@
+"""The performance model: pure functions of (profile, configuration, load).
+
+Every delay the simulated server sleeps comes from these functions (multiplied by
+``--time-scale``).  They are documented in simengine/README.md ("Performance model") and
+their parameters live in the profile JSON, so tests can compute calibration figures
+without waiting.
+
+Conventions
+-----------
+* ``method`` is ``None``/``"none"`` (autoregressive), ``"DFLASH"`` or ``"DDTREE"``.
+* ``params`` holds the speculative flags: ``block_size`` (--speculative-dflash-block-size),
+  ``num_draft_tokens`` (--speculative-num-draft-tokens), ``budget``
+  (--speculative-ddtree-budget), ``topk_cap`` (--speculative-ddtree-topk-cap).
+* ``context_tokens`` is the mean context (prompt + generated so far) of one running request;
+  ``batch`` is the number of running requests sharing each forward step.
+* Times are seconds of modelled GPU time.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+from typing import Any, Dict, Mapping, Optional
+
+GIB = 1024 ** 3
+PROFILE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "profiles")
+DEFAULT_PROFILE = "rtxpro6000-sm120"
+
+DEFAULT_SPEC_PARAMS = {"block_size": 16, "num_draft_tokens": 16, "budget": 15, "topk_cap": 8}
+
+
+# --------------------------------------------------------------------------- profiles
+
+
+def load_profile(name_or_path: str = DEFAULT_PROFILE) -> Dict[str, Any]:
+    """Load a profile by name (``simengine/profiles/NAME.json``) or by file path."""
+    path = name_or_path
+    if not os.path.isfile(path):
+        candidate = os.path.join(PROFILE_DIR, f"{name_or_path}.json")
+        if not os.path.isfile(candidate):
+            raise FileNotFoundError(
+                f"simengine profile {name_or_path!r} not found (looked for a file and for {candidate})"
+            )
+        path = candidate
+    with open(path, "r", encoding="utf-8") as f:
+        return json.load(f)
+
+
+def available_profiles():
+    return sorted(p[:-5] for p in os.listdir(PROFILE_DIR) if p.endswith(".json"))
+
+
+def norm_method(method: Optional[str]) -> str:
+    if method is None:
+        return "none"
+    m = str(method).upper()
+    if m in ("", "NONE", "AR", "AUTOREGRESSIVE"):
+        return "none"
+    return m
+
+
+def spec_params(params: Optional[Mapping[str, Any]] = None) -> Dict[str, int]:
+    out = dict(DEFAULT_SPEC_PARAMS)
+    for k, v in (params or {}).items():
+        if v is not None and k in out:
+            out[k] = int(v)
+    return out
+
+
+# --------------------------------------------------------------------------- memory
+
+
+def kv_bytes_per_token(profile: Mapping[str, Any], kv_cache_dtype: str = "auto") -> float:
+    """KV-cache bytes one token occupies across all TP ranks together."""
+    b = float(profile["model"]["kv_bytes_per_token"])
+    if kv_cache_dtype and str(kv_cache_dtype).startswith("fp8"):
+        b /= 2.0
+    return b
+
+
+def kv_capacity_tokens(
+    profile: Mapping[str, Any],
+    tp: int,
+    mem_fraction_static: float = 0.85,
+    speculative: bool = False,
+    kv_cache_dtype: str = "auto",
+) -> int:
+    """``max_total_num_tokens``: how many tokens of KV cache the server allocates.
+
+    Mirrors SGLang's ModelRunner.profile_max_num_token: per GPU,
+    ``rest = gpu_mem * mem_fraction_static - weights/tp - runtime_overhead [- draft/tp]``
+    and ``tokens = rest / (kv_bytes_per_token / tp)``, rounded down to the page size.
+    Returns <= 0 when nothing is left (the server then fails with SGLang's
+    "Not enough memory. Please try to increase --mem-fraction-static.").
+    """
+    gpu = float(profile["gpu"]["memory_gib"]) * GIB
+    mem = profile["memory"]
+    weights = float(profile["model"]["weights_gib"]) * GIB / tp
+    overhead = float(mem.get("runtime_overhead_gib", 1.0)) * GIB
+    draft = float(mem.get("draft_weights_gib", 0.0)) * GIB / tp if speculative else 0.0
+    rest = gpu * float(mem_fraction_static) - weights - overhead - draft
+    per_token = kv_bytes_per_token(profile, kv_cache_dtype) / tp
+    tokens = int(rest // per_token)
+    page = int(mem.get("page_size", 1))
+    return (tokens // page) * page
+
+
+def max_req_input_len(context_length: int, max_total_num_tokens: int) -> int:
+    """SGLang's scheduler limit: min(context_len - 1, max_total_num_tokens - 1) - 5."""
+    return min(context_length - 1, max_total_num_tokens - 1) - 5
+
+
+# --------------------------------------------------------------------------- start-up
+
+
+def weight_load_seconds(profile: Mapping[str, Any], tp: int) -> float:
+    """Reading the checkpoint: every rank loads its 1/tp shard in parallel."""
+    st = profile["startup"]
+    return float(profile["model"]["weights_gib"]) / (tp * float(st["load_gib_per_s"])) + float(
+        st.get("load_fixed_s", 0.0)
+    )
+
+
+def startup_phases(profile: Mapping[str, Any], tp: int, speculative: bool = False) -> Dict[str, float]:
+    st = profile["startup"]
+    phases = {
+        "init": float(st.get("init_s", 0.0)) + float(st.get("init_s_per_rank", 0.0)) * (tp - 1),
+        "load_weights": weight_load_seconds(profile, tp),
+        "load_draft": float(st.get("draft_load_s", 0.0)) if speculative else 0.0,
+        "cuda_graph": float(st.get("cuda_graph_capture_s", 0.0))
+        + (float(st.get("spec_cuda_graph_capture_s", 0.0)) if speculative else 0.0),
+    }
+    return phases
+
+
+def startup_seconds(profile: Mapping[str, Any], tp: int, speculative: bool = False) -> float:
+    return sum(startup_phases(profile, tp, speculative).values())
+
+
+# --------------------------------------------------------------------------- prefill
+
+
+def prefill_seconds(profile: Mapping[str, Any], tp: int, prompt_tokens: int) -> float:
+    """Time to prefill ``prompt_tokens`` (TTFT without queueing).
+
+    ``fixed_ms + tokens / (tok_s_tp1 * tp**tp_efficiency) + attn_ms_per_ktok2 * (tokens/1000)**2 / tp``
+    """
+    p = profile["prefill"]
+    rate = float(p["tok_s_tp1"]) * (tp ** float(p["tp_efficiency"]))
+    k = prompt_tokens / 1000.0
+    ms = float(p["fixed_ms"]) + 1000.0 * prompt_tokens / rate + float(p["attn_ms_per_ktok2"]) * k * k / tp
+    return ms / 1000.0
+
+
+# --------------------------------------------------------------------------- decode
+
+
+def _tp_scale(tp: int, exponent: float) -> float:
+    return float(tp) ** float(exponent)
+
+
+def forward_ms(profile: Mapping[str, Any], tp: int, context_tokens: float, batch: int, tokens_per_seq: int = 1) -> float:
+    """One target-model forward (ms) over ``batch`` sequences of ``tokens_per_seq`` new tokens each.
+
+    ``base_ms_tp1 / tp**tp_exponent + allreduce_ms * log2(tp)
+      + ms_per_kctx * batch * context/1000 / tp + ms_per_seq * batch / tp**tp_exponent
+      + verify_ms_per_token * batch * (tokens_per_seq - 1) / tp**tp_exponent``
+    """
+    d = profile["decode"]
+    s = _tp_scale(tp, d["tp_exponent"])
+    ms = float(d["base_ms_tp1"]) / s
+    ms += float(d["allreduce_ms_per_doubling"]) * math.log2(tp) if tp > 1 else 0.0
+    ms += float(d["ms_per_kctx"]) * batch * (context_tokens / 1000.0) / tp
+    ms += float(d["ms_per_seq"]) * batch / s
+    if tokens_per_seq > 1:
+        ms += float(profile["speculative"]["verify_ms_per_token"]) * batch * (tokens_per_seq - 1) / s
+    return ms
+
+
+def draft_ms(profile: Mapping[str, Any], method: str, tp: int, batch: int) -> float:
+    sp = profile["speculative"]
+    cfg = sp[method.lower()]
+    s = _tp_scale(tp, profile["decode"]["tp_exponent"])
+    return float(cfg["draft_ms_tp1"]) / s + float(cfg.get("draft_ms_per_seq", 0.0)) * (batch - 1) / s
+
+
+def verify_tokens_per_seq(method: str, params: Mapping[str, Any]) -> int:
+    """How many tokens per sequence the target model verifies in one step."""
+    method = norm_method(method)
+    p = spec_params(params)
+    if method == "DFLASH":
+        return min(p["block_size"], p["num_draft_tokens"])
+    if method == "DDTREE":
+        return p["budget"] + 1
+    return 1
+
+
+def step_seconds(
+    profile: Mapping[str, Any],
+    method: Optional[str],
+    params: Optional[Mapping[str, Any]],
+    tp: int,
+    context_tokens: float,
+    batch: int,
+) -> float:
+    """Duration of one decode step (autoregressive) or one draft+verify step (speculative)."""
+    method = norm_method(method)
+    batch = max(1, int(batch))
+    if method == "none":
+        return forward_ms(profile, tp, context_tokens, batch) / 1000.0
+    p = spec_params(params)
+    n_verify = verify_tokens_per_seq(method, p)
+    ms = draft_ms(profile, method, tp, batch) + forward_ms(profile, tp, context_tokens, batch, n_verify)
+    if method == "DDTREE":
+        ms += float(profile["speculative"]["ddtree"]["tree_ms_per_node"]) * p["budget"] * batch / _tp_scale(
+            tp, profile["decode"]["tp_exponent"]
+        )
+    return ms / 1000.0
+
+
+# --------------------------------------------------------------------------- acceptance
+
+_CODE_WORDS = re.compile(
+    r"\b(python|javascript|typescript|java|rust|golang|kotlin|swift|haskell|c\+\+|cpp|sql|bash|"
+    r"regex|code|coding|function|functions|method|class|implement|implementation|program|script|"
+    r"algorithm|fibonacci|recursive|recursion|compile|debug|refactor|def|return|import|lambda|"
+    r"struct|const|var|let|int|void|printf|println)\b",
+    re.IGNORECASE,
+)
+_CODE_SYMBOLS = set("{}()[];=<>")
+
+
+def detect_workload(text: str) -> str:
+    """Classify a prompt as ``"code"`` or ``"prose"`` (documented rule).
+
+    ``code`` when the text contains a fenced block (```), or at least 2 distinct
+    programming words (python, function, fibonacci, def, return, class, ...), or at least
+    3 % of its non-space characters are code symbols ``{}()[];=<>``.  Otherwise ``prose``.
+    """
+    if not text:
+        return "prose"
+    if "```" in text:
+        return "code"
+    words = {w.lower() for w in _CODE_WORDS.findall(text)}
+    if len(words) >= 2:
+        return "code"
+    chars = [c for c in text if not c.isspace()]
+    if chars and sum(1 for c in chars if c in _CODE_SYMBOLS) / len(chars) >= 0.03:
+        return "code"
+    return "prose"
+
+
+def _workload_cfg(profile: Mapping[str, Any], workload: str) -> Mapping[str, Any]:
+    acc = profile["speculative"]["acceptance"]
+    return acc.get(workload) or acc["prose"]
+
+
+def acceptance(profile: Mapping[str, Any], method: Optional[str], params: Optional[Mapping[str, Any]], workload: str):
+    """(alpha, depth): per-position draft acceptance probability and max accepted drafts per step.
+
+    * DFLASH: ``alpha = alpha_w``, ``depth = min(block_size, num_draft_tokens) - 1``.
+    * DDTREE: the tree spends its budget on alternatives, which rescue some misses:
+      ``alpha = 1 - (1 - alpha_w) * (1 - alt_hit_w) ** width`` with
+      ``width = min(ln(1 + budget / width_scale), ln(topk_cap))``; ``depth = min(block_size - 1, budget)``.
+    """
+    method = norm_method(method)
+    p = spec_params(params)
+    w = _workload_cfg(profile, workload)
+    a = float(w["alpha"])
+    if method == "DFLASH":
+        return a, max(0, min(p["block_size"], p["num_draft_tokens"]) - 1)
+    if method == "DDTREE":
+        cfg = profile["speculative"]["ddtree"]
+        width = min(math.log(1.0 + p["budget"] / float(cfg["width_scale"])), math.log(max(1, p["topk_cap"])))
+        a_eff = 1.0 - (1.0 - a) * (1.0 - float(w["alt_hit"])) ** max(0.0, width)
+        return a_eff, max(0, min(p["block_size"] - 1, p["budget"]))
+    return 0.0, 0
+
+
+def expected_accept_length(
+    profile: Mapping[str, Any], method: Optional[str], params: Optional[Mapping[str, Any]], workload: str
+) -> float:
+    """Mean tokens committed per verify step, bonus token included: ``1 + sum_{k=1..depth} alpha**k``."""
+    if norm_method(method) == "none":
+        return 1.0
+    a, depth = acceptance(profile, method, params, workload)
+    return 1.0 + sum(a ** k for k in range(1, depth + 1))
+
+
+def sample_accepted_drafts(rng, alpha: float, depth: int) -> int:
+    """Draw accepted drafts for one step: count leading successes (prob alpha each), at most depth."""
+    n = 0
+    while n < depth and rng.random() < alpha:
+        n += 1
+    return n
+
+
+def expected_decode_tok_s(
+    profile: Mapping[str, Any],
+    method: Optional[str],
+    params: Optional[Mapping[str, Any]],
+    tp: int,
+    context_tokens: float,
+    batch: int = 1,
+    workload: str = "prose",
+) -> float:
+    """Decode rate one request sees (tokens/s) with ``batch`` requests sharing the steps."""
+    return expected_accept_length(profile, method, params, workload) / step_seconds(
+        profile, method, params, tp, context_tokens, batch
+    )
+
+
+def expected_gen_throughput(
+    profile: Mapping[str, Any],
+    method: Optional[str],
+    params: Optional[Mapping[str, Any]],
+    tp: int,
+    context_tokens: float,
+    batch: int = 1,
+    workload: str = "prose",
+) -> float:
+    """Aggregate generation throughput (tokens/s) of the whole batch."""
+    return batch * expected_decode_tok_s(profile, method, params, tp, context_tokens, batch, workload)
+
+
+def expected_request_seconds(
+    profile: Mapping[str, Any],
+    method: Optional[str],
+    params: Optional[Mapping[str, Any]],
+    tp: int,
+    prompt_tokens: int,
+    max_new_tokens: int,
+    workload: str = "prose",
+) -> float:
+    """Modelled end-to-end time of one request running alone: prefill (first token) + decode."""
+    t = prefill_seconds(profile, tp, prompt_tokens)
+    remaining = max(0, max_new_tokens - 1)
+    if remaining:
+        ctx = prompt_tokens + max_new_tokens / 2.0
+        t += remaining / expected_decode_tok_s(profile, method, params, tp, ctx, 1, workload)
+    return t

@@ -1,0 +1,164 @@
+"""runs.metrics against hand-computed examples (pure; no DB, no processes)."""
+
+import math
+
+import pytest
+
+from runs import metrics
+from runs.loadgen import RequestResult
+from runs.metrics import FIELDS, percentile, pstdev, request_itls, summarize
+
+
+def rec(index, send, offs, toks, *, prompt=None, kind="", err="", spec=None, status=200):
+    return RequestResult(
+        index=index, send_time=send, chunk_offsets=list(offs), chunk_tokens=list(toks),
+        prompt_tokens=prompt, output_tokens=sum(toks), token_count_source="server_cumulative",
+        finish_reason="length" if not kind else "", http_status=status, error_kind=kind,
+        error=err, spec_verify_ct=spec,
+    )
+
+
+def approx(x):
+    return pytest.approx(x, rel=1e-9, abs=1e-9)
+
+
+@pytest.fixture
+def point():
+    return [
+        # ttft 100, e2el 130, tpot 15, itl [10, 20], decode 2/0.03
+        rec(0, 100.0, [0.100, 0.110, 0.130], [1, 1, 1], prompt=10),
+        # second chunk carries 3 tokens: ttft 200, e2el 260, tpot 20, itl [20, 20, 20]
+        rec(1, 100.9, [0.200, 0.260], [1, 3], prompt=20),
+        rec(2, 101.0, [], [], kind="http_error", err="HTTP 500: boom", status=500),
+        # an error-free 200 with no tokens is not a success
+        rec(3, 101.0, [], [], kind=""),
+        rec(4, 101.2, [0.05], [1], kind="error_in_stream", err="overloaded"),
+    ]
+
+
+def test_hand_computed_point(point):
+    s = summarize(point, 2.0, client_bound=False, event_loop_lag_p99_ms=0.7)
+    assert list(s) == list(FIELDS)
+    assert (s["completed"], s["failed"]) == (2, 3)
+    assert s["duration"] == 2.0
+    assert s["total_input_tokens"] == 30
+    assert s["total_output_tokens"] == 7
+    assert s["request_throughput"] == approx(1.0)
+    assert s["output_throughput"] == approx(3.5)
+    assert s["total_token_throughput"] == approx(18.5)
+    assert s["mean_ttft_ms"] == approx(150.0)
+    assert s["median_ttft_ms"] == approx(150.0)
+    assert s["std_ttft_ms"] == approx(50.0)
+    assert s["p90_ttft_ms"] == approx(190.0)
+    assert s["p99_ttft_ms"] == approx(199.0)
+    assert s["mean_e2el_ms"] == approx(195.0)
+    assert s["mean_tpot_ms"] == approx(17.5)
+    assert s["median_tpot_ms"] == approx(17.5)
+    # pooled ITL [10, 20, 20, 20, 20]
+    assert s["mean_itl_ms"] == approx(18.0)
+    assert s["median_itl_ms"] == approx(20.0)
+    assert s["std_itl_ms"] == approx(4.0)
+    assert s["p90_itl_ms"] == approx(20.0)
+    assert s["decode_tok_s"] == approx((2 / 0.03 + 3 / 0.06) / 2)
+    # request 0: 3 tokens in second 0; request 1 sent at +0.9 s: 4 tokens at 1.1 s / 1.16 s
+    assert s["max_output_tokens_per_s"] == 4.0
+    assert s["accept_length"] is None
+    assert s["errors"] == {
+        "http_error": {"count": 1, "example": "HTTP 500: boom"},
+        "empty_response": {"count": 1, "example": "HTTP 200 with zero output tokens"},
+        "error_in_stream": {"count": 1, "example": "overloaded"},
+    }
+    assert s["client_bound"] is False
+    assert s["event_loop_lag_p99_ms"] == 0.7
+
+
+def test_first_chunk_with_several_tokens_gives_zero_gaps_and_itl_mean_equals_tpot():
+    r = rec(0, 0.0, [0.050, 0.080, 0.090], [3, 2, 1])  # 6 tokens
+    gaps = [g * 1000 for g in request_itls(r)]
+    assert gaps == pytest.approx([0, 0, 15, 15, 10])
+    s = summarize([r], 1.0)
+    assert s["mean_tpot_ms"] == approx(40.0 / 5)
+    assert s["mean_itl_ms"] == approx(s["mean_tpot_ms"])
+    assert s["median_itl_ms"] == approx(10.0)
+    assert s["decode_tok_s"] == approx(5 / 0.040)
+
+
+def test_one_token_responses_have_ttft_but_no_tpot_itl_decode():
+    rs = [rec(0, 0.0, [0.020], [1]), rec(1, 0.0, [0.040], [1])]
+    s = summarize(rs, 0.5)
+    assert s["completed"] == 2
+    assert s["mean_ttft_ms"] == approx(30.0)
+    assert s["mean_e2el_ms"] == approx(30.0)
+    for st in metrics.STATS:
+        assert s[f"{st}_tpot_ms"] is None
+        assert s[f"{st}_itl_ms"] is None
+    assert s["decode_tok_s"] is None
+    assert s["output_throughput"] == approx(4.0)
+
+
+def test_all_tokens_in_one_chunk_has_tpot_zero_and_no_decode_speed():
+    r = rec(0, 0.0, [0.030], [5])
+    s = summarize([r], 1.0)
+    assert s["mean_tpot_ms"] == 0.0
+    assert s["decode_tok_s"] is None
+    assert s["mean_itl_ms"] == 0.0
+
+
+def test_all_failed_point_has_none_latencies_and_zero_throughput():
+    rs = [rec(i, 0.0, [], [], kind="connection_refused", err="refused") for i in range(3)]
+    s = summarize(rs, 1.5)
+    assert (s["completed"], s["failed"]) == (0, 3)
+    assert s["request_throughput"] == 0.0 and s["output_throughput"] == 0.0
+    assert s["total_output_tokens"] == 0
+    for m in metrics.LATENCIES:
+        for st in metrics.STATS:
+            assert s[f"{st}_{m}_ms"] is None
+    assert s["decode_tok_s"] is None
+    assert s["max_output_tokens_per_s"] is None
+    assert s["errors"] == {"connection_refused": {"count": 3, "example": "refused"}}
+    s0 = summarize([], None)
+    assert s0["completed"] == 0 and s0["request_throughput"] is None
+
+
+def test_percentiles_with_few_samples_match_numpy_linear():
+    # numpy.percentile([1, 2, 3, 4], q) -> 50: 2.5, 90: 3.7, 99: 3.97
+    assert percentile([4, 1, 3, 2], 50) == approx(2.5)
+    assert percentile([4, 1, 3, 2], 90) == approx(3.7)
+    assert percentile([4, 1, 3, 2], 99) == approx(3.97)
+    assert percentile([7.5], 99) == 7.5
+    assert percentile([1, 2], 90) == approx(1.9)
+    assert percentile([], 50) is None
+    assert pstdev([2, 4, 4, 4, 5, 5, 7, 9]) == approx(2.0)
+    assert pstdev([3.0]) == 0.0
+
+
+def test_accept_length_from_spec_verify_ct():
+    rs = [rec(0, 0.0, [0.1, 0.2], [4, 6], spec=4), rec(1, 0.0, [0.1, 0.2], [2, 4], spec=4),
+          rec(2, 0.0, [0.1], [1], kind="timeout_stall", err="stall", spec=9)]
+    s = summarize(rs, 1.0)
+    assert s["accept_length"] == approx(16 / 8)
+
+
+def test_prompt_tokens_unknown_or_fallback():
+    rs = [rec(0, 0.0, [0.1, 0.2], [1, 1], prompt=None), rec(1, 0.0, [0.1], [1], prompt=5)]
+    assert summarize(rs, 1.0)["total_input_tokens"] is None
+    assert summarize(rs, 1.0)["total_token_throughput"] is None
+    s = summarize(rs, 1.0, prompt_tokens_fallback=7)
+    assert s["total_input_tokens"] == 12
+    assert s["total_token_throughput"] == approx(15.0)
+
+
+def test_stored_dict_records_give_the_same_summary(point):
+    as_dicts = [r.to_dict() for r in point]
+    a, b = summarize(point, 2.0), summarize(as_dicts, 2.0)
+    assert a == b
+    # a stored row without per-chunk counts falls back to one token per chunk
+    d = dict(as_dicts[0], chunk_tokens=[])
+    assert request_itls(d) == pytest.approx([0.010, 0.020])
+
+
+def test_no_nan_or_inf_anywhere(point):
+    s = summarize(point, 2.0)
+    for k, v in s.items():
+        if isinstance(v, float):
+            assert math.isfinite(v), k
