@@ -88,6 +88,10 @@ class Stub:
     def reset(self) -> None:
         self._req("/stats/reset", "POST")
 
+    def requests(self) -> list:
+        """The stub's per-request records: [key, read, handled, first_write, first_written]."""
+        return self._req("/stats/requests")["records"]
+
     def stats(self) -> dict:
         s = self._req("/stats")
         if s["first_request"] is not None and s["last_done"] is not None:

@@ -14,10 +14,17 @@ Speaks enough HTTP/1.1 (keep-alive, chunked transfer) for:
   ``POST /extras/tokenize/count`` (llama-cpp-python: ``{"input"}`` -> ``{"count"}``),
   ``GET /v1/models``, ``GET /health``.
 
-Timing: the first chunk is written ``--ttft-ms`` after the request was read, chunk j
-at ``ttft + j * tokens_per_chunk * itl`` -- absolute deadlines, so no drift.  The event
-loop uses ``select()`` (microsecond timeouts) instead of epoll (millisecond timeouts)
-so writes land within tens of microseconds of their deadline.  All chunk bytes are
+Timing: the first chunk is written ``--ttft-ms`` after the request was read (the
+``data_received`` that completed it, not after parsing), chunk j at ``ttft + j *
+tokens_per_chunk * itl`` -- absolute deadlines, so no drift.  The event loop uses
+``select()`` (microsecond timeouts) instead of epoll (millisecond timeouts); a sleeping
+``select()`` still wakes 50 us (the kernel's timer slack) to a few hundred us (an idle
+core waking) late, so ``--spin-us N`` polls instead of sleeping for the last N us before
+each timed write, and ``--busy-poll`` never sleeps (arriving requests are then read
+without a wake-up either; only where the stub has a core of its own).
+``GET /stats/requests`` lists per streamed request its key (the prompt), when it was
+read, handled, and when its first chunk was written (epoch seconds, the clock of the
+client's ``send_time``).  All chunk bytes are
 pre-encoded.  With zero delays a whole response is written in one ``write``.
 
 Fault injection, per request, by a body field ``"stub_fault"`` (top level or inside
@@ -353,7 +360,7 @@ class StubProtocol(asyncio.Protocol):
             chunks, tail = chunks[:2], b""
         elif fault == "no-first-token":
             chunks, tail = [], b""
-        now = self.loop.time()
+        now = self.rx_mono  # the TTFT runs from when the request was read, not from here
         if o.ttft == 0 and o.itl == 0 and tail is not None:
             self.t.write(STREAM_HEAD + b"".join(chunks) + tail)
             o.count(self.loop, max_tokens if not fault else 0, not fault)
@@ -403,7 +410,9 @@ class StubProtocol(asyncio.Protocol):
         if st.tail:
             self.t.write(st.tail)
             self.busy = False
-            if self.buf:
+            if self.buf:  # a pipelined request, read earlier: it starts now
+                self.rx_mono = self.loop.time()
+                self.rx_wall = time.time()
                 self._next_request()
         # stall / no-first-token: leave the response open and silent
 

@@ -304,6 +304,10 @@ class RunExecutor:
             self.event(RunEventKind.STARTUP_FAILED, str(exc))
             self.finish_unstarted(RunStatus.FAILED, FailureKind.STARTUP_TIMEOUT, str(exc), f"server did not start: {exc}")
             return "failed"
+        except LaunchRefused as exc:
+            self.event(RunEventKind.PREFLIGHT_FAILED, str(exc))
+            self.finish_unstarted(RunStatus.FAILED, FailureKind.PREFLIGHT, str(exc), f"not launched: {exc}")
+            return "failed"
 
         self.set_run(status=RunStatus.RUNNING)
         try:
@@ -381,7 +385,7 @@ class RunExecutor:
         try:
             argv = adapter.argv(sweep.engine.argv_template, sweep.engine.method_args, values)
         except ArgvError as exc:
-            raise StartupTimeout(f"engine {sweep.engine.name}: {exc}") from None
+            raise LaunchRefused(f"engine {sweep.engine.name} cannot launch this configuration: {exc}") from None
         log_dir = Path(settings.DATA_DIR) / "logs" / f"sweep-{sweep.pk}"
         log_dir.mkdir(parents=True, exist_ok=True)
         log_path = log_dir / f"run-{run.pk}-{run.config_label.replace(' ', '_')}.log"
@@ -738,6 +742,10 @@ class RunExecutor:
 
 class StartupTimeout(Exception):
     pass
+
+
+class LaunchRefused(Exception):
+    """The engine's argv template cannot be filled for this configuration."""
 
 
 POINT_METRIC_FIELDS = {

@@ -54,7 +54,7 @@ def rule(kind, pattern, cause):
 
 RULES = (
     rule(CUDA_ILLEGAL_INSTRUCTION, r"CUDA error: an illegal instruction was encountered",
-         "CUDA illegal instruction (a kernel not built for this GPU architecture)"),
+         "CUDA illegal instruction"),
     rule(CUDA_ILLEGAL_MEMORY_ACCESS, r"CUDA error: an illegal memory access was encountered",
          "CUDA illegal memory access"),
     rule(TRITON_COMPILE, r"triton\.compiler\.errors\.\w+|CompilationError|OutOfResources: out of resource",

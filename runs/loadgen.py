@@ -69,6 +69,7 @@ client was saturated is flagged, not presented as the server's.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import math
 import random
@@ -78,6 +79,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Sequence
 
 import aiohttp
+from aiohttp.client_proto import ResponseHandler
 
 API_PATHS = {
     "openai-completions": "/v1/completions",
@@ -340,13 +342,16 @@ class _Runner:
                         res.error = f"HTTP {resp.status}: {text}"
                         return res
                     content = resp.content
+                    proto = resp.connection.protocol if resp.connection is not None else None
+                    if not isinstance(proto, _StampingHandler):
+                        proto = None
                     pending = bytearray()
                     stream_error = None
                     while not done and stream_error is None:
                         data = await content.readany()
                         if not data:
                             break
-                        now = pc() - t0
+                        now = (proto.rx_time if proto is not None else pc()) - t0
                         nl = data.rfind(b"\n")
                         if nl < 0:
                             pending += data
@@ -501,6 +506,61 @@ async def _lag_monitor(interval: float, samples: list, stop: asyncio.Event) -> N
         samples.append(max(0.0, (pc() - t - interval) * 1000.0))
 
 
+class _PollStampSelector:
+    """Wraps an event loop's selector; ``t`` is the ``perf_counter()`` its last poll returned.
+
+    Every socket that poll reported readable had its bytes in the kernel by then, so
+    ``t`` bounds their arrival from above without the time the loop then spends reading
+    and parsing the other ready sockets of the same batch (hundreds of microseconds at
+    high concurrency).  Everything else is delegated to the wrapped selector.
+    """
+
+    def __init__(self, inner):
+        self._inner = inner
+        self.t = time.perf_counter()
+
+    def select(self, timeout=None):
+        ev = self._inner.select(timeout)
+        self.t = time.perf_counter()
+        return ev
+
+    def __getattr__(self, name):
+        return getattr(self._inner, name)
+
+
+def _install_poll_stamp(loop) -> Callable[[], None]:
+    """Wrap ``loop``'s selector (selector event loops only); returns the undo."""
+    inner = getattr(loop, "_selector", None)
+    if inner is None or isinstance(inner, _PollStampSelector) or not hasattr(inner, "select"):
+        return lambda: None
+    loop._selector = _PollStampSelector(inner)
+
+    def undo() -> None:
+        if isinstance(loop._selector, _PollStampSelector):
+            loop._selector = inner
+
+    return undo
+
+
+class _StampingHandler(ResponseHandler):
+    """aiohttp's connection protocol, stamping when bytes come off the socket.
+
+    ``rx_time`` is when the latest bytes reached the process: the return of the event
+    loop's poll that reported them (see :class:`_PollStampSelector`), else the
+    ``perf_counter()`` at which the transport handed them to the protocol.  Either is
+    taken before aiohttp parses the bytes, wakes the reading task and that task gets its
+    turn on the loop.  ``readany()`` drains everything fed so far, so the data it returns
+    arrived no later than the ``rx_time`` read right after it.
+    """
+
+    rx_time = 0.0
+
+    def data_received(self, data: bytes) -> None:
+        sel = getattr(self._loop, "_selector", None)
+        self.rx_time = sel.t if isinstance(sel, _PollStampSelector) else time.perf_counter()
+        super().data_received(data)
+
+
 async def _on_chunk_sent(session, ctx, params) -> None:
     holder = ctx.trace_request_ctx
     if holder is not None:
@@ -518,6 +578,9 @@ def make_session(concurrency: int, connect_timeout: float = 10.0) -> aiohttp.Cli
     trace.on_request_chunk_sent.append(_on_chunk_sent)
     connector = aiohttp.TCPConnector(limit=concurrency + 8, limit_per_host=0,
                                      ttl_dns_cache=300, enable_cleanup_closed=False)
+    factory = getattr(connector, "_factory", None)
+    if isinstance(factory, functools.partial) and factory.func is ResponseHandler:
+        connector._factory = functools.partial(_StampingHandler, *factory.args, **factory.keywords)
     return aiohttp.ClientSession(
         connector=connector,
         timeout=aiohttp.ClientTimeout(total=None, sock_connect=connect_timeout),
@@ -531,6 +594,14 @@ def make_session(concurrency: int, connect_timeout: float = 10.0) -> aiohttp.Cli
 async def run_load(config: LoadConfig) -> LoadResult:
     """Run warmup then the measured load; return every request's record."""
     config.validate()
+    undo = _install_poll_stamp(asyncio.get_running_loop())
+    try:
+        return await _run_load(config)
+    finally:
+        undo()
+
+
+async def _run_load(config: LoadConfig) -> LoadResult:
     async with make_session(config.concurrency, config.connect_timeout) as session:
         runner = _Runner(config, session)
         warm: list[RequestResult] = []

@@ -71,6 +71,7 @@ def sweep_detail(request, sweep_id):
             "points_finished": finished,
             "progress_pct": round(100 * finished / to_measure) if to_measure else 100,
             "spec_yaml": dump_yaml(sweep.spec),
+            "chart_height_px": 90 + 22 * len(runs),
             "status_chart": {
                 "labels": [run.config_label for run in runs],
                 "datasets": [

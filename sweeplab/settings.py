@@ -182,20 +182,26 @@ LOGGING = {
 # Runs last for hours: a task is acknowledged only after it finished, is requeued when
 # its worker dies, and a worker takes one task at a time. Writes are idempotent upserts,
 # so a redelivery is harmless.
-CELERY_BROKER_DIR = DATA_DIR / "broker"
+CELERY_BROKER_DIR = Path(os.environ.get("SWEEPLAB_BROKER_DIR") or DATA_DIR / "broker").resolve()
 CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL") or "filesystem://"
 CELERY_VISIBILITY_TIMEOUT = int(os.environ.get("CELERY_VISIBILITY_TIMEOUT", 24 * 3600))
-if CELERY_BROKER_URL.startswith("filesystem://"):
+
+
+def filesystem_broker_options(folder):
     for sub in ("queue", "processed", "control"):
-        (CELERY_BROKER_DIR / sub).mkdir(parents=True, exist_ok=True)
-    CELERY_BROKER_TRANSPORT_OPTIONS = {
-        "data_folder_in": str(CELERY_BROKER_DIR / "queue"),
-        "data_folder_out": str(CELERY_BROKER_DIR / "queue"),
-        "processed_folder": str(CELERY_BROKER_DIR / "processed"),
+        (folder / sub).mkdir(parents=True, exist_ok=True)
+    return {
+        "data_folder_in": str(folder / "queue"),
+        "data_folder_out": str(folder / "queue"),
+        "processed_folder": str(folder / "processed"),
         # Exchange bindings, shared by every process on this machine.
-        "control_folder": str(CELERY_BROKER_DIR / "control"),
+        "control_folder": str(folder / "control"),
         "store_processed": False,
     }
+
+
+if CELERY_BROKER_URL.startswith("filesystem://"):
+    CELERY_BROKER_TRANSPORT_OPTIONS = filesystem_broker_options(CELERY_BROKER_DIR)
     # Remote control needs broadcast, which the filesystem transport does not offer.
     CELERY_WORKER_ENABLE_REMOTE_CONTROL = False
 else:

@@ -25,7 +25,9 @@ def test_database_url():
 
 
 def child_env(**extra):
-    return {**os.environ, "DATABASE_URL": test_database_url(), **extra}
+    from django.conf import settings
+
+    return {**os.environ, "DATABASE_URL": test_database_url(), "SWEEPLAB_DATA_DIR": str(settings.DATA_DIR), **extra}
 
 
 def stop_process_group(proc, grace=10):

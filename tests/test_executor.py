@@ -237,3 +237,116 @@ def test_a_deterministic_crash_quarantines_the_configuration(catalog):
     again = create_sweep(the_spec)[0]
     planned = Run.objects.get(sweep=again, params_key='{"budget":8,"topk_cap":8}')
     assert planned.status == "skipped" and "illegal instruction" in planned.reason
+
+
+@pytest.mark.slow
+def test_a_retry_launches_the_configuration_again_and_keeps_what_it_measured(catalog):
+    fault_engine(catalog, "crash-after-requests:3")
+    sweep = run_inline(spec(engine="sim-crash-after-requests3", options={"retries": 1, "stall_timeout_s": 2}))
+    run = Run.objects.get(sweep=sweep)
+    # Attempt 1 measures point 1 and dies in point 2; attempt 2 (a fresh server) measures
+    # point 2 and dies in point 3.
+    assert statuses(run) == ["ok", "ok", "crashed"]
+    assert events(run).count("launched") == 2 and "retry" in events(run)
+    assert run.status == "crashed" and run.failure_kind == "cuda_illegal_instruction"
+
+
+@pytest.mark.slow
+def test_cancel_stops_the_running_run_at_a_point_boundary(catalog):
+    import threading
+
+    from runs.sweeps import cancel_sweep, resume_sweep
+
+    engine = Engine.objects.get(name="sglang-sim")
+    engine.argv_template = [a if a != TIME_SCALE else "0.05" for a in engine.argv_template]
+    engine.save()
+    sweep, _ = create_sweep(spec(tp=[1, 4]))
+    first, second = launch_sweep(sweep, enqueue=False)
+
+    def cancel_after_first_point():
+        if wait_for(lambda: Point.objects.filter(run_id=first, status="ok").exists(), timeout=60, interval=0.05):
+            cancel_sweep(sweep)
+
+    canceller = threading.Thread(target=cancel_after_first_point)
+    canceller.start()
+    assert execute_run(first, worker_id="test") == "cancelled"
+    canceller.join()
+    assert execute_run(second, worker_id="test") is None  # a cancelled sweep starts nothing
+    run1, run2 = Run.objects.get(pk=first), Run.objects.get(pk=second)
+    assert run1.status == "cancelled" and run2.status == "cancelled"
+    assert "ok" in statuses(run1) and "planned" in statuses(run1)
+    sweep.refresh_from_db()
+    assert sweep.status == "cancelled"
+
+    # Resume continues: the measured points are kept, the rest measured.
+    kept = {p.pk: p.output_throughput for p in run1.points.filter(status="ok")}
+    for run_id in resume_sweep(sweep, enqueue=False):
+        execute_run(run_id, worker_id="test")
+    sweep.refresh_from_db()
+    assert sweep.status == "done"
+    assert statuses(Run.objects.get(pk=first)) == ["ok", "ok", "ok"]
+    assert {pk: Point.objects.get(pk=pk).output_throughput for pk in kept} == kept
+
+
+@pytest.mark.slow
+def test_sweep_run_inline_prints_the_results_as_json(catalog, tmp_path):
+    import json
+
+    import yaml
+
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(spec(workloads=["fibonacci"]).to_dict()))
+    out, err = StringIO(), StringIO()
+    call_command("sweep", "run", str(path), "--inline", "--json", stdout=out, stderr=err)
+    data = json.loads(out.getvalue())
+    assert data["status"] == "done" and isinstance(data["sweep"], int)
+    (run,) = data["runs"]
+    assert {k: run[k] for k in ("method", "params", "tp", "status", "failure_kind", "failure_cause")} == {
+        "method": "autoregressive", "params": {}, "tp": 1, "status": "done", "failure_kind": "", "failure_cause": "",
+    }
+    (point,) = run["points"]
+    assert set(point) == {
+        "workload", "prompt_tokens", "concurrency", "status", "reason", "completed", "failed",
+        "output_throughput", "decode_tok_s", "mean_ttft_ms", "median_tpot_ms", "accept_length",
+    }
+    assert point["status"] == "ok" and point["completed"] == 2 and point["decode_tok_s"] > 0
+    assert "run 1/1 autoregressive TP1: done" in err.getvalue()
+    shown = StringIO()
+    call_command("sweep", "show", str(data["sweep"]), "--json", stdout=shown)
+    assert json.loads(shown.getvalue()) == data
+
+
+def test_launch_cancel_and_resume_commands_say_what_they_did(catalog):
+    sweep, _ = create_sweep(spec(tp=[1, 4]))
+
+    def command(*args):
+        out, err = StringIO(), StringIO()
+        code = 0
+        try:
+            call_command("sweep", *args, stdout=out, stderr=err)
+        except SystemExit as exc:
+            code = exc.code
+        return code, out.getvalue().strip(), err.getvalue().strip()
+
+    assert command("launch", str(sweep.pk)) == (0, f"Sweep {sweep.pk}: 2 runs queued on host.sim-8x-rtxpro6000.", "")
+    assert command("launch", str(sweep.pk))[0] == 2
+    code, out, _ = command("cancel", str(sweep.pk))
+    assert code == 0 and "2 waiting runs will not start" in out
+    assert set(Run.objects.filter(sweep=sweep).values_list("status", flat=True)) == {"cancelled"}
+    code, out, _ = command("resume", str(sweep.pk))
+    assert code == 0 and "2 unfinished runs queued again" in out
+    assert set(Run.objects.filter(sweep=sweep).values_list("status", flat=True)) == {"queued"}
+    assert command("show", "99999") == (2, "", "no sweep 99999")
+
+
+@pytest.mark.slow
+def test_an_engine_template_that_cannot_be_filled_fails_the_run_without_launching(catalog):
+    Engine.objects.create(
+        name="sim-broken", kind="simulated", argv_template=["{python}", "-m", "simengine", "--model-path", "{nonsense}"],
+        method_args={}, readiness_timeout_s=10,
+    )
+    sweep = run_inline(spec(engine="sim-broken", workloads=["fibonacci"]))
+    run = Run.objects.get(sweep=sweep)
+    assert run.status == "failed" and run.failure_kind == "preflight"
+    assert "{nonsense} is not a known placeholder" in run.failure_cause or "{nonsense} has no value" in run.failure_cause
+    assert "launched" not in events(run)
