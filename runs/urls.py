@@ -4,5 +4,13 @@ from runs import views
 
 urlpatterns = [
     path("", views.sweep_list, name="sweep-list"),
+    path("sweeps/new/", views.sweep_new, name="sweep-new"),
+    path("sweeps/plan-preview.json", views.sweep_plan_preview, name="sweep-plan-preview"),
     path("sweeps/<int:sweep_id>/", views.sweep_detail, name="sweep-detail"),
+    path("sweeps/<int:sweep_id>/progress.json", views.sweep_progress, name="sweep-progress"),
+    path("sweeps/<int:sweep_id>/launch", views.sweep_launch, name="sweep-launch"),
+    path("sweeps/<int:sweep_id>/cancel", views.sweep_cancel, name="sweep-cancel"),
+    path("sweeps/<int:sweep_id>/resume", views.sweep_resume, name="sweep-resume"),
+    path("runs/<int:run_id>/drawer.json", views.run_drawer, name="run-drawer"),
+    path("sweeps/<int:sweep_id>/charts.json", views.sweep_charts, name="sweep-charts"),
 ]

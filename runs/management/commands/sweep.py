@@ -252,5 +252,7 @@ class Progress:
         for i, run in enumerate(runs, 1):
             if run in done and run.pk not in self.reported:
                 self.reported.add(run.pk)
-                cause = f" ({run.failure_kind}: {run.failure_cause})" if run.failure_kind else ""
+                cause = f" ({run.failure_kind}: {run.failure_cause})" if run.failure_kind else (
+                    f" ({run.reason})" if run.reason else ""
+                )
                 self.out.write(f"run {i}/{len(runs)} {run.config_label}: {run.status}{cause}")

@@ -1,0 +1,487 @@
+"""Querysets -> Chart.js datasets: the comparison charts of a sweep (or of chosen runs).
+
+Everything comes from two queries (the runs, then their points, only the needed columns);
+the rest is arithmetic in Python, so the query count does not grow with the number of runs.
+
+A point that did not produce a measurement (crashed, skipped, timeout, not_run, failed,
+context_overflow) is never drawn as a zero: value datasets carry ``None`` there and the point
+appears in a separate *marker* dataset (one per status) with its reason, at the axis baseline.
+
+The JSON shape (``build_charts``)::
+
+    {"sweep": id | None,
+     "legend": [{"status", "label", "meaning", "pointStyle", "color"}],   # marker meanings
+     "charts": [{"id", "type": "bar" | "line", "title",
+                 "x": {"label", "type": "category" | "linear"}, "y": {"label", "type"},
+                 "labels": [...],            # category charts only
+                 "datasets": [{"kind": "value" | "marker", "type": "bar" | "line" | "scatter",
+                               "label", "data", "backgroundColor", "borderColor", ...}]}]}
+
+Value datasets also carry ``config``, ``method``, ``tp`` and ``params``; marker datasets carry
+``status`` and data items ``{"x", "y", "config", "status", "reason"}``.
+"""
+
+from collections import defaultdict
+
+from benchmarks.models import Method
+from runs.models import Point, PointStatus, Run
+
+# -- The palette: one place. A hue per method; shades per parameter value / TP. -----------
+
+METHOD_COLOURS = {
+    # method: (hue, saturation %)
+    Method.AUTOREGRESSIVE.value: (215, 12),  # slate grey
+    Method.DFLASH.value: (212, 78),  # blue
+    Method.DDTREE.value: (24, 88),  # orange
+    Method.PROMPT_LOOKUP.value: (275, 55),  # purple
+}
+OTHER_METHOD_COLOUR = (160, 45)
+SHADE_LIGHTNESS = (32, 68)  # darkest and lightest shade, in %
+
+# Markers for points without a measurement: colour as the status badges, a shape each.
+MARKER_STATUSES = {
+    PointStatus.CRASHED.value: ("#8e1b1b", "crossRot", "the server died during this point"),
+    PointStatus.FAILED.value: ("#c62828", "triangle", "the requests of this point errored"),
+    PointStatus.TIMEOUT.value: ("#b26a00", "rectRot", "the point ran out of time"),
+    PointStatus.CONTEXT_OVERFLOW.value: ("#e0603a", "rect", "the server refused the prompt length"),
+    PointStatus.SKIPPED.value: ("#6d5bb0", "circle", "skipped by a cap or a quarantine"),
+    PointStatus.NOT_RUN.value: ("#8a939e", "cross", "not run: its server died earlier"),
+}
+NO_BASELINE = "no_baseline"
+NO_BASELINE_MARKER = ("#5c6670", "dash", "no ok autoregressive baseline at this TP and point")
+MARKER_RADIUS = 7
+
+POINT_FIELDS = (
+    "run_id",
+    "workload__name",
+    "prompt_tokens",
+    "concurrency",
+    "position",
+    "status",
+    "reason",
+    "decode_tok_s",
+    "output_throughput",
+    "mean_ttft_ms",
+    "median_tpot_ms",
+    "p99_tpot_ms",
+    "median_itl_ms",
+    "p99_itl_ms",
+    "accept_length",
+)
+LATENCY_SERIES = (
+    ("median_tpot_ms", "TPOT median"),
+    ("p99_tpot_ms", "TPOT p99"),
+    ("median_itl_ms", "ITL median"),
+    ("p99_itl_ms", "ITL p99"),
+)
+# The parameter that sets how far each speculative method looks ahead.
+SPEC_PARAMETER = {
+    Method.DDTREE.value: ("budget", "DDTree budget"),
+    Method.DFLASH.value: ("block_size", "DFlash block size"),
+}
+
+
+def hsl(hue, saturation, lightness, alpha=None):
+    if alpha is None:
+        return f"hsl({hue}, {saturation}%, {lightness}%)"
+    return f"hsla({hue}, {saturation}%, {lightness}%, {alpha})"
+
+
+def shades(method, count):
+    """``count`` shades of the method's colour, darkest first."""
+    hue, saturation = METHOD_COLOURS.get(method, OTHER_METHOD_COLOUR)
+    low, high = SHADE_LIGHTNESS
+    if count <= 1:
+        return [hsl(hue, saturation, (low + high) // 2)]
+    step = (high - low) / (count - 1)
+    return [hsl(hue, saturation, round(low + i * step)) for i in range(count)]
+
+
+def config_label(method, params, tp):
+    """As Run.config_label, from plain values."""
+    values = " ".join(f"{k}={v}" for k, v in sorted((params or {}).items()))
+    return " ".join(part for part in (method, values, f"TP{tp}") if part)
+
+
+def _sort_value(value):
+    return (0, value, "") if isinstance(value, (int, float)) else (1, 0, str(value))
+
+
+def _params_order(params):
+    return tuple((key, _sort_value(value)) for key, value in sorted((params or {}).items()))
+
+
+# -- Loading (the only two queries) ---------------------------------------------------------
+
+
+class Config:
+    """One configuration (the latest attempt of a method, parameters and TP)."""
+
+    def __init__(self, row):
+        self.run_id = row["id"]
+        self.method = row["method"]
+        self.params = row["params"] or {}
+        self.tp = row["tp"]
+        self.position = row["position"]
+        self.label = config_label(self.method, self.params, self.tp)
+        self.colour = None
+        self.points = {}  # (workload, prompt_tokens, concurrency) -> point row
+
+    def style(self, chart_type):
+        style = {"backgroundColor": self.colour, "borderColor": self.colour}
+        if chart_type == "line":
+            style.update(borderWidth=2, pointRadius=3, fill=False, spanGaps=False)
+        return style
+
+    def identity(self):
+        return {"config": self.label, "method": self.method, "tp": self.tp, "params": self.params,
+                "run": self.run_id}
+
+
+def load(sweep_id=None, run_ids=None):
+    """The configurations and their points: exactly two queries."""
+    runs = Run.objects.filter(excluded=False)
+    if sweep_id is not None:
+        runs = runs.filter(sweep_id=sweep_id)
+    if run_ids is not None:
+        runs = runs.filter(pk__in=list(run_ids))
+    rows = runs.order_by("position", "attempt", "id").values(
+        "id", "method", "params", "params_key", "tp", "position", "attempt"
+    )
+    latest = {}
+    for row in rows:  # a retry replaces the attempt before it
+        latest[(row["method"], row["params_key"], row["tp"])] = row
+    configs = [Config(row) for row in sorted(latest.values(), key=lambda r: (r["position"], r["id"]))]
+    by_run = {config.run_id: config for config in configs}
+    points = (
+        Point.objects.filter(run_id__in=list(by_run), excluded=False)
+        .order_by("position", "id")
+        .values(*POINT_FIELDS)
+    )
+    for point in points if by_run else ():
+        key = (point["workload__name"], point["prompt_tokens"], point["concurrency"])
+        by_run[point["run_id"]].points[key] = point
+    _colour(configs)
+    return configs
+
+
+def _colour(configs):
+    """Shades within a method ordered by parameter values, then TP: the same in every chart."""
+    by_method = defaultdict(list)
+    for config in configs:
+        by_method[config.method].append(config)
+    for method, group in by_method.items():
+        group = sorted(group, key=lambda c: (_params_order(c.params), c.tp))
+        for config, colour in zip(group, shades(method, len(group))):
+            config.colour = colour
+
+
+# -- Helpers ----------------------------------------------------------------------------------
+
+
+def _is_ok(point):
+    return point is not None and point["status"] == PointStatus.OK
+
+
+def _ok_value(point, field):
+    return point[field] if _is_ok(point) else None
+
+
+def _markers(entries, y=0):
+    """Marker datasets, one per status, from (x, config label, status, reason) tuples."""
+    by_status = defaultdict(list)
+    for x, label, status, reason in entries:
+        by_status[status].append({"x": x, "y": y, "config": label, "status": status, "reason": reason})
+    datasets = []
+    for status, (colour, style, meaning) in {**MARKER_STATUSES, NO_BASELINE: NO_BASELINE_MARKER}.items():
+        if by_status.get(status):
+            datasets.append({
+                "kind": "marker",
+                "type": "scatter",
+                "status": status,
+                "label": _status_label(status),
+                "data": by_status[status],
+                "pointStyle": style,
+                "pointRadius": MARKER_RADIUS,
+                "pointHoverRadius": MARKER_RADIUS + 2,
+                "backgroundColor": colour,
+                "borderColor": colour,
+                "borderWidth": 2,
+            })
+    return datasets
+
+
+def _status_label(status):
+    if status == NO_BASELINE:
+        return "No baseline"
+    return str(PointStatus(status).label)
+
+
+def _failure(point):
+    """(status, reason) when a point has no measurement because it failed; else None."""
+    if point is not None and point["status"] in MARKER_STATUSES:
+        return point["status"], point["reason"] or _status_label(point["status"])
+    return None
+
+
+def legend():
+    return [
+        {"status": status, "label": _status_label(status), "meaning": meaning,
+         "pointStyle": style, "color": colour}
+        for status, (colour, style, meaning) in {**MARKER_STATUSES, NO_BASELINE: NO_BASELINE_MARKER}.items()
+    ]
+
+
+def _shapes(configs):
+    """Every (workload, prompt_tokens, concurrency) measured, in plan order."""
+    order = {}
+    for config in configs:
+        for key, point in config.points.items():
+            order[key] = min(order.get(key, point["position"]), point["position"])
+    workload_first = {}
+    for (workload, _, _), position in order.items():
+        workload_first[workload] = min(workload_first.get(workload, position), position)
+    return sorted(
+        order,
+        key=lambda k: (workload_first[k[0]], k[0], k[1] is not None, k[1] or 0, k[2]),
+    )
+
+
+def _point_label(shape, many_concurrencies):
+    workload, prompt_tokens, concurrency = shape
+    label = workload if prompt_tokens is None else f"{workload} {prompt_tokens}"
+    return f"{label} c{concurrency}" if many_concurrencies else label
+
+
+def _chart(chart_id, chart_type, title, x_label, y_label, datasets, labels=None, x_type="category",
+           y_type="linear", **extra):
+    chart = {
+        "id": chart_id,
+        "type": chart_type,
+        "title": title,
+        "x": {"label": x_label, "type": x_type},
+        "y": {"label": y_label, "type": y_type, "beginAtZero": True},
+        "datasets": datasets,
+    }
+    if labels is not None:
+        chart["labels"] = labels
+    chart.update(extra)
+    return chart
+
+
+# -- The charts ------------------------------------------------------------------------------
+
+
+def decode_chart(configs, shapes, many):
+    labels = [_point_label(s, many) for s in shapes]
+    datasets, failures = [], []
+    for config in configs:
+        data = []
+        for shape, label in zip(shapes, labels):
+            point = config.points.get(shape)
+            data.append(_ok_value(point, "decode_tok_s"))
+            failure = _failure(point)
+            if failure:
+                failures.append((label, config.label, *failure))
+        datasets.append({"kind": "value", "type": "bar", "label": config.label, "data": data,
+                         **config.identity(), **config.style("bar")})
+    return _chart(
+        "decode_tok_s", "bar", "Decode speed per configuration", "workload and prompt length (tokens)",
+        "decode speed (tok/s)", datasets + _markers(failures), labels=labels,
+    )
+
+
+def speedup_chart(configs, shapes, many):
+    labels = [_point_label(s, many) for s in shapes]
+    baselines = {c.tp: c for c in configs if c.method == Method.AUTOREGRESSIVE}
+    datasets, failures = [], []
+    for config in configs:
+        if config.method == Method.AUTOREGRESSIVE:
+            continue
+        baseline = baselines.get(config.tp)
+        data = []
+        for shape, label in zip(shapes, labels):
+            point = config.points.get(shape)
+            base = baseline.points.get(shape) if baseline else None
+            value = None
+            if _is_ok(point) and _is_ok(base) and point["decode_tok_s"] and base["decode_tok_s"]:
+                value = round(point["decode_tok_s"] / base["decode_tok_s"], 4)
+            data.append(value)
+            failure = _failure(point)
+            if failure:
+                failures.append((label, config.label, *failure))
+            elif _is_ok(point) and value is None:
+                if baseline is None:
+                    why = f"no autoregressive run at TP{config.tp}"
+                elif base is None:
+                    why = f"{baseline.label} has no point here"
+                else:
+                    detail = "no decode speed" if _is_ok(base) else base["status"]
+                    if base["status"] in MARKER_STATUSES:
+                        detail = base["reason"] or _status_label(base["status"])
+                    why = f"{baseline.label} is not ok here: {detail}"
+                failures.append((label, config.label, NO_BASELINE, why))
+        datasets.append({"kind": "value", "type": "bar", "label": config.label, "data": data,
+                         **config.identity(), **config.style("bar")})
+    return _chart(
+        "speedup", "bar", "Speedup over autoregressive at the same TP and point",
+        "workload and prompt length (tokens)", "speedup (×)", datasets + _markers(failures),
+        labels=labels, baseline=1.0,
+    )
+
+
+def _line_per_config(configs, xs_of, field):
+    """Line datasets {x, y} per configuration plus failure entries, over ``xs_of`` shapes."""
+    datasets, failures = [], []
+    for config in configs:
+        data = []
+        for x, shape in xs_of:
+            point = config.points.get(shape)
+            if point is None:
+                continue
+            data.append({"x": x, "y": _ok_value(point, field)})
+            failure = _failure(point)
+            if failure:
+                failures.append((x, config.label, *failure))
+        if data:
+            datasets.append({"kind": "value", "type": "line", "label": config.label, "data": data,
+                             **config.identity(), **config.style("line")})
+    return datasets, failures
+
+
+def prompt_length_charts(configs, shapes, many):
+    """tok/s and TTFT against prompt tokens: per workload with prompt lengths (and concurrency)."""
+    groups = defaultdict(list)
+    for shape in shapes:
+        workload, prompt_tokens, concurrency = shape
+        if prompt_tokens is not None:
+            groups[(workload, concurrency)].append((prompt_tokens, shape))
+    charts = []
+    for (workload, concurrency), xs_of in groups.items():
+        suffix = f":c{concurrency}" if many else ""
+        at = f" at concurrency {concurrency}" if many else ""
+        for chart_id, field, title, y_label in (
+            ("decode_vs_prompt", "decode_tok_s", "Decode speed against prompt length", "decode speed (tok/s)"),
+            ("ttft_vs_prompt", "mean_ttft_ms", "Mean TTFT against prompt length", "mean TTFT (ms)"),
+        ):
+            datasets, failures = _line_per_config(configs, xs_of, field)
+            charts.append(_chart(
+                f"{chart_id}:{workload}{suffix}", "line", f"{title}: {workload}{at}",
+                "prompt length (tokens)", y_label, datasets + _markers(failures), x_type="linear",
+            ))
+    return charts
+
+
+def latency_charts(configs, shapes, many):
+    """TPOT and ITL median and p99, grouped per configuration, one chart per point."""
+    labels = [name for _, name in LATENCY_SERIES]
+    charts = []
+    for shape in shapes:
+        point_label = _point_label(shape, many)
+        datasets, failures = [], []
+        for config in configs:
+            point = config.points.get(shape)
+            if point is None:
+                continue
+            datasets.append({"kind": "value", "type": "bar", "label": config.label,
+                             "data": [_ok_value(point, field) for field, _ in LATENCY_SERIES],
+                             **config.identity(), **config.style("bar")})
+            failure = _failure(point)
+            if failure:
+                failures.extend((label, config.label, *failure) for label in labels)
+        charts.append(_chart(
+            f"latency:{point_label}", "bar", f"TPOT and ITL, median and p99: {point_label}",
+            "statistic", "latency (ms)", datasets + _markers(failures), labels=labels,
+        ))
+    return charts
+
+
+def accept_length_charts(configs, shapes, many):
+    """Mean accept length per run against its DDTree budget / DFlash block size, per workload."""
+    workloads = list(dict.fromkeys(shape[0] for shape in shapes))
+    charts = []
+    for workload in workloads:
+        lines = defaultdict(list)  # (method, tp) -> [(x, value, failure, config)]
+        for config in configs:
+            parameter = SPEC_PARAMETER.get(config.method)
+            if parameter is None or parameter[0] not in config.params:
+                continue
+            points = [p for (w, _, _), p in config.points.items() if w == workload]
+            if not points:
+                continue
+            values = [p["accept_length"] for p in points if _is_ok(p) and p["accept_length"] is not None]
+            value = round(sum(values) / len(values), 4) if values else None
+            failed = [_failure(p) for p in points if _failure(p)]
+            failure = failed[0] if value is None and failed else None
+            lines[(config.method, config.tp)].append((config.params[parameter[0]], value, failure, config))
+        if not lines:
+            continue
+        datasets, failures = [], []
+        tps = defaultdict(list)
+        for method, tp in sorted(lines):
+            tps[method].append(tp)
+        for (method, tp), entries in sorted(lines.items()):
+            entries.sort(key=lambda e: _sort_value(e[0]))
+            colour = shades(method, len(tps[method]))[tps[method].index(tp)]  # a shade per TP
+            datasets.append({
+                "kind": "value", "type": "line", "label": f"{method} TP{tp} ({SPEC_PARAMETER[method][1]})",
+                "method": method, "tp": tp, "parameter": SPEC_PARAMETER[method][0],
+                "data": [{"x": x, "y": value, "config": config.label} for x, value, _, config in entries],
+                "backgroundColor": colour, "borderColor": colour, "borderWidth": 2, "pointRadius": 3,
+                "fill": False, "spanGaps": False,
+            })
+            failures.extend((x, config.label, *failure) for x, _, failure, config in entries if failure)
+        charts.append(_chart(
+            f"accept_length:{workload}", "line",
+            f"Speculative accept length against DDTree budget / DFlash block size: {workload}",
+            "DDTree budget / DFlash block size (tokens)", "mean accept length (tokens)",
+            datasets + _markers(failures), x_type="linear",
+        ))
+    return charts
+
+
+def concurrency_charts(configs, shapes):
+    """Output throughput against concurrency, per workload and prompt length."""
+    groups = defaultdict(list)
+    for shape in shapes:
+        groups[(shape[0], shape[1])].append((shape[2], shape))
+    charts = []
+    for (workload, prompt_tokens), xs_of in groups.items():
+        if len({x for x, _ in xs_of}) < 2:
+            continue
+        label = workload if prompt_tokens is None else f"{workload} {prompt_tokens}"
+        datasets, failures = _line_per_config(configs, sorted(xs_of), "output_throughput")
+        charts.append(_chart(
+            f"throughput_vs_concurrency:{label}", "line", f"Output throughput against concurrency: {label}",
+            "concurrency (requests in flight)", "output throughput (tok/s)", datasets + _markers(failures),
+            x_type="linear",
+        ))
+    return charts
+
+
+def build_charts(sweep_id=None, run_ids=None):
+    """Every comparison chart of a sweep, or of the given runs, as Chart.js-ready dicts."""
+    configs = load(sweep_id=sweep_id, run_ids=run_ids)
+    shapes = _shapes(configs)
+    many = len({shape[2] for shape in shapes}) > 1
+    charts = []
+    if shapes:
+        charts.append(decode_chart(configs, shapes, many))
+        if any(c.method == Method.AUTOREGRESSIVE for c in configs) and any(
+            c.method != Method.AUTOREGRESSIVE for c in configs
+        ):
+            charts.append(speedup_chart(configs, shapes, many))
+        charts.extend(prompt_length_charts(configs, shapes, many))
+        charts.extend(latency_charts(configs, shapes, many))
+        charts.extend(accept_length_charts(configs, shapes, many))
+        if many:
+            charts.extend(concurrency_charts(configs, shapes))
+    return {"sweep": sweep_id, "legend": legend(), "charts": charts}
+
+
+def sweep_charts(sweep_id):
+    return build_charts(sweep_id=sweep_id)
+
+
+def run_charts(run_ids):
+    return build_charts(run_ids=run_ids)

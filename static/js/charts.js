@@ -1,0 +1,125 @@
+// Sweep detail: comparison charts (runs/charts.py sends Chart.js-ready datasets).
+// Points without a measurement are marker datasets (kind "marker"), never zero bars; their
+// tooltips show the point's reason. window.sweeplabCharts maps chart id -> Chart instance.
+(function () {
+  "use strict";
+  const root = document.getElementById("comparison-charts");
+  window.sweeplabCharts = window.sweeplabCharts || {};
+  if (!root || !root.dataset.url || !window.Chart) return;
+
+  function text(tag, className, content) {
+    const el = document.createElement(tag);
+    if (className) el.className = className;
+    if (content !== undefined) el.textContent = content;
+    return el;
+  }
+
+  function legendBox(entries) {
+    const box = text("p", "chart-legend");
+    box.appendChild(text("span", "muted", "Markers: "));
+    entries.forEach(function (entry) {
+      const item = text("span", "chart-legend-item");
+      item.dataset.status = entry.status;
+      item.title = entry.meaning;
+      const swatch = text("span", "chart-swatch");
+      swatch.style.background = entry.color;
+      item.appendChild(swatch);
+      item.appendChild(document.createTextNode(entry.label + ": " + entry.meaning));
+      box.appendChild(item);
+    });
+    return box;
+  }
+
+  function fmt(value, unit) {
+    if (value === null || value === undefined) return "no value";
+    const n = Math.abs(value) >= 100 ? value.toFixed(0) : value.toFixed(2);
+    return n + (unit ? " " + unit : "");
+  }
+
+  function unitOf(label) {
+    const m = /\(([^)]*)\)\s*$/.exec(label || "");
+    return m ? m[1] : "";
+  }
+
+  function tooltipLabel(chart) {
+    const unit = unitOf(chart.y.label);
+    return function (ctx) {
+      const ds = ctx.dataset;
+      const raw = ctx.raw;
+      if (ds.kind === "marker") {
+        return [ds.label + ": " + raw.config, raw.reason || ""].filter(Boolean);
+      }
+      const y = raw && typeof raw === "object" ? raw.y : raw;
+      const who = raw && typeof raw === "object" && raw.config ? raw.config : ds.label;
+      return who + ": " + fmt(y, unit);
+    };
+  }
+
+  function render(chart) {
+    const box = text("div", "chart-box comparison-chart");
+    box.dataset.chart = chart.id;
+    const canvas = document.createElement("canvas");
+    canvas.setAttribute("aria-label", chart.title);
+    canvas.setAttribute("role", "img");
+    box.appendChild(canvas);
+    root.appendChild(box);
+    const category = chart.x.type === "category";
+    const datasets = chart.datasets.map(function (d) {
+      const copy = Object.assign({}, d);
+      if (d.kind === "marker") {
+        copy.showLine = false;
+        copy.order = -1; // drawn above the bars and lines
+      }
+      return copy;
+    });
+    const scales = {
+      x: {
+        type: chart.x.type,
+        title: { display: true, text: chart.x.label },
+        ticks: category ? { autoSkip: false, maxRotation: 45 } : {},
+      },
+      y: {
+        type: chart.y.type || "linear",
+        beginAtZero: chart.y.beginAtZero !== false,
+        title: { display: true, text: chart.y.label },
+      },
+    };
+    if (!category && chart.x.type === "linear") scales.x.ticks = { precision: 0 };
+    window.sweeplabCharts[chart.id] = new Chart(canvas, {
+      type: chart.type,
+      data: category ? { labels: chart.labels, datasets: datasets } : { datasets: datasets },
+      options: {
+        maintainAspectRatio: false,
+        animation: false,
+        parsing: category ? undefined : { xAxisKey: "x", yAxisKey: "y" },
+        interaction: { mode: "nearest", intersect: true },
+        plugins: {
+          title: { display: true, text: chart.title },
+          legend: { position: "bottom", labels: { usePointStyle: true, boxWidth: 10 } },
+          tooltip: { callbacks: { label: tooltipLabel(chart) } },
+        },
+        scales: scales,
+      },
+    });
+  }
+
+  fetch(root.dataset.url, { credentials: "same-origin", headers: { Accept: "application/json" } })
+    .then(function (response) {
+      if (!response.ok) throw new Error("HTTP " + response.status);
+      return response.json();
+    })
+    .then(function (data) {
+      root.textContent = "";
+      if (!data.charts.length) {
+        root.appendChild(text("p", "muted", "No measured points yet."));
+        return;
+      }
+      root.appendChild(legendBox(data.legend));
+      data.charts.forEach(render);
+      root.dataset.ready = "true";
+    })
+    .catch(function (error) {
+      root.textContent = "";
+      root.appendChild(text("p", "error", "Charts could not be loaded: " + error.message));
+    });
+})();

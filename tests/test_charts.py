@@ -1,0 +1,284 @@
+"""Comparison charts of a sweep: datasets, failure markers, speedups, query count."""
+
+from io import StringIO
+
+import pytest
+from django.contrib.auth.models import User
+from django.core.management import call_command
+from django.urls import reverse
+
+from benchmarks.models import LLM, Engine, Host, Sweep, Workload
+from runs.charts import MARKER_STATUSES, build_charts, sweep_charts
+from runs.models import Point, Run
+
+FAILURE_STATUSES = ("crashed", "skipped", "timeout", "not_run", "failed", "context_overflow")
+
+
+@pytest.fixture
+def catalog(db):
+    call_command("seed_demo", stdout=StringIO())
+
+
+def make_sweep(name="charts"):
+    return Sweep.objects.create(
+        name=name,
+        spec={"name": name},
+        host=Host.objects.get(name="sim-8x-rtxpro6000"),
+        engine=Engine.objects.get(name="sglang-sim"),
+        llm=LLM.objects.get(name="Qwen/Qwen3.6-27B"),
+    )
+
+
+SHAPES = [("fibonacci", None), ("long-context", 3000), ("long-context", 8000)]
+
+
+def add_run(sweep, position, method, params, tp, statuses=None, speed=100.0, concurrencies=(1,), attempt=1,
+            **metrics):
+    """A run with one point per SHAPES x concurrency; ``statuses`` maps a shape index to a status."""
+    run = Run.objects.create(sweep=sweep, position=position, method=method, params=params, tp=tp,
+                             attempt=attempt, status="done")
+    workloads = {w.name: w for w in Workload.objects.all()}
+    statuses = statuses or {}
+    position = 0
+    for concurrency in concurrencies:
+        for index, (workload, prompt_tokens) in enumerate(SHAPES):
+            status = statuses.get(index, "ok")
+            values = {}
+            if status == "ok":
+                values = {
+                    "decode_tok_s": speed * (1 - 0.1 * index),
+                    "output_throughput": speed * concurrency * 0.9,
+                    "mean_ttft_ms": 50.0 + (prompt_tokens or 0) / 100,
+                    "median_tpot_ms": 1000 / speed, "p99_tpot_ms": 1500 / speed,
+                    "median_itl_ms": 900 / speed, "p99_itl_ms": 2000 / speed,
+                    **metrics,
+                }
+            Point.objects.create(
+                run=run, position=position, workload=workloads[workload], prompt_tokens=prompt_tokens,
+                max_new_tokens=256, concurrency=concurrency, status=status,
+                reason="" if status == "ok" else f"{status} reason {method} TP{tp} #{index}", **values,
+            )
+            position += 1
+    return run
+
+
+@pytest.fixture
+def sweep(catalog):
+    sweep = make_sweep()
+    add_run(sweep, 0, "autoregressive", {}, 1, speed=50.0)
+    add_run(sweep, 1, "autoregressive", {}, 4, speed=80.0, statuses={2: "crashed"})
+    add_run(sweep, 2, "dflash", {"block_size": 16}, 1, speed=100.0, accept_length=3.5)
+    add_run(sweep, 3, "ddtree", {"budget": 8, "topk_cap": 8}, 4, speed=0, statuses={
+        0: "crashed", 1: "not_run", 2: "not_run"})
+    add_run(sweep, 4, "ddtree", {"budget": 15, "topk_cap": 8}, 4, speed=160.0, accept_length=4.25,
+            statuses={1: "context_overflow"})
+    add_run(sweep, 5, "ddtree", {"budget": 32, "topk_cap": 8}, 4, speed=200.0, accept_length=5.0)
+    return sweep
+
+
+def charts_by_id(data):
+    return {chart["id"]: chart for chart in data["charts"]}
+
+
+def values(chart):
+    return {d["label"]: d["data"] for d in chart["datasets"] if d["kind"] == "value"}
+
+
+def markers(chart):
+    return {d["status"]: d["data"] for d in chart["datasets"] if d["kind"] == "marker"}
+
+
+def test_the_chart_list(sweep):
+    charts = charts_by_id(sweep_charts(sweep.pk))
+    assert set(charts) == {
+        "decode_tok_s", "speedup",
+        "decode_vs_prompt:long-context", "ttft_vs_prompt:long-context",
+        "latency:fibonacci", "latency:long-context 3000", "latency:long-context 8000",
+        "accept_length:fibonacci", "accept_length:long-context",
+    }
+    for chart in charts.values():
+        assert chart["title"] and chart["x"]["label"] and chart["y"]["label"]
+        assert any(unit in chart["y"]["label"] for unit in ("tok/s", "ms", "tokens", "×"))
+    # One concurrency level only: no throughput-against-concurrency chart.
+    assert not any(name.startswith("throughput_vs_concurrency") for name in charts)
+
+
+def test_decode_bars_per_configuration_with_failures_as_markers(sweep):
+    chart = charts_by_id(sweep_charts(sweep.pk))["decode_tok_s"]
+    assert chart["type"] == "bar"
+    assert chart["labels"] == ["fibonacci", "long-context 3000", "long-context 8000"]
+    bars = values(chart)
+    assert list(bars) == [
+        "autoregressive TP1", "autoregressive TP4", "dflash block_size=16 TP1",
+        "ddtree budget=8 topk_cap=8 TP4", "ddtree budget=15 topk_cap=8 TP4", "ddtree budget=32 topk_cap=8 TP4",
+    ]
+    assert bars["autoregressive TP1"] == [50.0, 45.0, 40.0]
+    assert bars["autoregressive TP4"] == [80.0, 72.0, None]
+    assert bars["ddtree budget=8 topk_cap=8 TP4"] == [None, None, None]
+    assert bars["ddtree budget=15 topk_cap=8 TP4"] == [160.0, None, 128.0]
+    for data in bars.values():
+        assert 0 not in data and 0.0 not in data
+    marks = markers(chart)
+    assert set(marks) == {"crashed", "not_run", "context_overflow"}
+    crashed = {(m["config"], m["x"]): m for m in marks["crashed"]}
+    assert set(crashed) == {("autoregressive TP4", "long-context 8000"), ("ddtree budget=8 topk_cap=8 TP4", "fibonacci")}
+    assert crashed[("ddtree budget=8 topk_cap=8 TP4", "fibonacci")]["reason"] == "crashed reason ddtree TP4 #0"
+    assert all(m["y"] == 0 for ms in marks.values() for m in ms)
+    assert [m["reason"] for m in marks["context_overflow"]] == ["context_overflow reason ddtree TP4 #1"]
+    # Marker datasets are scatter points, styled per status; the legend explains them.
+    marker_sets = [d for d in chart["datasets"] if d["kind"] == "marker"]
+    assert all(d["type"] == "scatter" and d["pointStyle"] for d in marker_sets)
+    legend = {entry["status"]: entry for entry in sweep_charts(sweep.pk)["legend"]}
+    assert set(FAILURE_STATUSES) <= set(legend) and all(legend[s]["meaning"] for s in FAILURE_STATUSES)
+
+
+def test_every_failure_status_is_a_marker_never_a_value(catalog):
+    sweep = make_sweep()
+    add_run(sweep, 0, "autoregressive", {}, 1, statuses=dict(enumerate(FAILURE_STATUSES[:3])))
+    add_run(sweep, 1, "dflash", {"block_size": 16}, 1, statuses=dict(enumerate(FAILURE_STATUSES[3:])))
+    data = sweep_charts(sweep.pk)
+    for chart in data["charts"]:
+        for dataset in chart["datasets"]:
+            if dataset["kind"] == "value":
+                ys = [d["y"] if isinstance(d, dict) else d for d in dataset["data"]]
+                assert all(y is None for y in ys), (chart["id"], dataset["label"])
+    chart = charts_by_id(data)["decode_tok_s"]
+    assert set(markers(chart)) == set(FAILURE_STATUSES)
+    assert set(markers(chart)) <= set(MARKER_STATUSES)
+
+
+def test_speedup_against_autoregressive_at_the_same_tp_and_point(sweep):
+    chart = charts_by_id(sweep_charts(sweep.pk))["speedup"]
+    bars = values(chart)
+    assert "autoregressive TP1" not in bars and "autoregressive TP4" not in bars
+    # dflash TP1 against autoregressive TP1 (50, 45, 40), not TP4.
+    assert bars["dflash block_size=16 TP1"] == [2.0, 2.0, 2.0]
+    # ddtree budget 32 TP4 against autoregressive TP4 (80, 72, crashed): no speedup at the crash.
+    assert bars["ddtree budget=32 topk_cap=8 TP4"] == [2.5, 2.5, None]
+    assert bars["ddtree budget=15 topk_cap=8 TP4"] == [2.0, None, None]
+    assert bars["ddtree budget=8 topk_cap=8 TP4"] == [None, None, None]
+    marks = markers(chart)
+    no_baseline = {(m["config"], m["x"]) for m in marks["no_baseline"]}
+    assert no_baseline == {
+        ("ddtree budget=32 topk_cap=8 TP4", "long-context 8000"),
+        ("ddtree budget=15 topk_cap=8 TP4", "long-context 8000"),
+    }
+    assert all("crashed reason autoregressive TP4 #2" in m["reason"] for m in marks["no_baseline"])
+    assert {m["config"] for m in marks["crashed"]} == {"ddtree budget=8 topk_cap=8 TP4"}
+    assert chart["y"]["label"] == "speedup (×)"
+
+
+def test_lines_against_prompt_length(sweep):
+    charts = charts_by_id(sweep_charts(sweep.pk))
+    decode = charts["decode_vs_prompt:long-context"]
+    assert decode["type"] == "line" and decode["x"]["type"] == "linear"
+    lines = values(decode)
+    assert lines["autoregressive TP1"] == [{"x": 3000, "y": 45.0}, {"x": 8000, "y": 40.0}]
+    assert lines["ddtree budget=15 topk_cap=8 TP4"] == [{"x": 3000, "y": None}, {"x": 8000, "y": 128.0}]
+    assert {m["x"] for m in markers(decode)["context_overflow"]} == {3000}
+    ttft = values(charts["ttft_vs_prompt:long-context"])
+    assert ttft["dflash block_size=16 TP1"] == [{"x": 3000, "y": 80.0}, {"x": 8000, "y": 130.0}]
+
+
+def test_latency_grouped_bars(sweep):
+    chart = charts_by_id(sweep_charts(sweep.pk))["latency:long-context 3000"]
+    assert chart["labels"] == ["TPOT median", "TPOT p99", "ITL median", "ITL p99"]
+    bars = values(chart)
+    assert bars["autoregressive TP1"] == [20.0, 30.0, 18.0, 40.0]
+    assert bars["ddtree budget=15 topk_cap=8 TP4"] == [None, None, None, None]
+    assert {m["x"] for m in markers(chart)["context_overflow"]} == set(chart["labels"])
+    assert chart["y"]["label"] == "latency (ms)"
+
+
+def test_accept_length_against_the_speculative_parameter(sweep):
+    chart = charts_by_id(sweep_charts(sweep.pk))["accept_length:long-context"]
+    lines = {d["label"]: d for d in chart["datasets"] if d["kind"] == "value"}
+    assert set(lines) == {"dflash TP1 (DFlash block size)", "ddtree TP4 (DDTree budget)"}
+    ddtree = lines["ddtree TP4 (DDTree budget)"]["data"]
+    assert [(d["x"], d["y"]) for d in ddtree] == [(8, None), (15, 4.25), (32, 5.0)]
+    assert [(d["x"], d["y"]) for d in lines["dflash TP1 (DFlash block size)"]["data"]] == [(16, 3.5)]
+    assert {(m["x"], m["status"]) for ms in markers(chart).values() for m in ms} == {(8, "not_run")}
+
+
+def test_colours_are_consistent_per_configuration_and_method(sweep):
+    colours = {}
+    for chart in sweep_charts(sweep.pk)["charts"]:
+        for dataset in chart["datasets"]:
+            if dataset["kind"] == "value" and "config" in dataset:
+                colours.setdefault(dataset["config"], set()).add(dataset["backgroundColor"])
+    assert all(len(found) == 1 for found in colours.values())
+    hues = {config: next(iter(found)).split(",")[0] for config, found in colours.items()}
+    assert hues["ddtree budget=8 topk_cap=8 TP4"] == hues["ddtree budget=32 topk_cap=8 TP4"]
+    assert hues["ddtree budget=8 topk_cap=8 TP4"] != hues["dflash block_size=16 TP1"]
+    assert colours["ddtree budget=8 topk_cap=8 TP4"] != colours["ddtree budget=32 topk_cap=8 TP4"]
+
+
+def test_throughput_against_concurrency_when_several_levels(catalog):
+    sweep = make_sweep()
+    add_run(sweep, 0, "autoregressive", {}, 1, speed=50.0, concurrencies=(1, 4))
+    add_run(sweep, 1, "dflash", {"block_size": 16}, 1, speed=100.0, concurrencies=(1, 4), statuses={0: "timeout"})
+    charts = charts_by_id(sweep_charts(sweep.pk))
+    chart = charts["throughput_vs_concurrency:fibonacci"]
+    lines = values(chart)
+    assert lines["autoregressive TP1"] == [{"x": 1, "y": 45.0}, {"x": 4, "y": 180.0}]
+    assert lines["dflash block_size=16 TP1"] == [{"x": 1, "y": None}, {"x": 4, "y": None}]
+    assert len(markers(chart)["timeout"]) == 2
+    assert charts["decode_tok_s"]["labels"][:2] == ["fibonacci c1", "fibonacci c4"]
+    assert "decode_vs_prompt:long-context:c4" in charts
+
+
+def test_excluded_runs_and_retries(sweep):
+    Run.objects.filter(sweep=sweep, position=5).update(excluded=True)
+    add_run(sweep, 6, "autoregressive", {}, 4, speed=90.0, attempt=2)
+    bars = values(charts_by_id(sweep_charts(sweep.pk))["decode_tok_s"])
+    assert "ddtree budget=32 topk_cap=8 TP4" not in bars
+    assert bars["autoregressive TP4"] == [90.0, 81.0, 72.0]
+
+
+def test_charts_of_chosen_runs(sweep):
+    runs = list(Run.objects.filter(sweep=sweep, position__in=[0, 2]).values_list("pk", flat=True))
+    bars = values(charts_by_id(build_charts(run_ids=runs))["decode_tok_s"])
+    assert list(bars) == ["autoregressive TP1", "dflash block_size=16 TP1"]
+
+
+@pytest.mark.parametrize("ddtree_runs", [1, 9])
+def test_constant_query_count(catalog, ddtree_runs, django_assert_num_queries):
+    sweep = make_sweep()
+    add_run(sweep, 0, "autoregressive", {}, 4, speed=80.0)
+    for i in range(ddtree_runs):
+        add_run(sweep, i + 1, "ddtree", {"budget": 8 + i, "topk_cap": 8}, 4, speed=100.0 + i, accept_length=3.0)
+    with django_assert_num_queries(2):
+        data = sweep_charts(sweep.pk)
+    assert len(values(charts_by_id(data)["decode_tok_s"])) == ddtree_runs + 1
+
+
+@pytest.mark.parametrize("ddtree_runs", [1, 9])
+def test_the_view_is_constant_in_queries(catalog, client, ddtree_runs, django_assert_max_num_queries):
+    sweep = make_sweep()
+    add_run(sweep, 0, "autoregressive", {}, 4, speed=80.0)
+    for i in range(ddtree_runs):
+        add_run(sweep, i + 1, "ddtree", {"budget": 8 + i, "topk_cap": 8}, 4, speed=100.0 + i)
+    client.force_login(User.objects.create_user("cara"))
+    # Session, user, the sweep, its runs, their points.
+    with django_assert_max_num_queries(5):
+        response = client.get(reverse("sweep-charts", args=[sweep.pk]))
+    assert response.status_code == 200
+    assert len(values(charts_by_id(response.json())["decode_tok_s"])) == ddtree_runs + 1
+
+
+def test_the_view_requires_login(sweep, client):
+    url = reverse("sweep-charts", args=[sweep.pk])
+    response = client.get(url)
+    assert response.status_code == 302 and response["Location"].startswith(reverse("login"))
+    client.force_login(User.objects.create_user("cara"))
+    response = client.get(url)
+    assert response.status_code == 200 and response["Content-Type"] == "application/json"
+    assert response.json()["sweep"] == sweep.pk
+    assert client.get(reverse("sweep-charts", args=[sweep.pk + 1000])).status_code == 404
+
+
+def test_the_sweep_page_holds_the_charts_container(sweep, client):
+    client.force_login(User.objects.create_user("cara"))
+    page = client.get(reverse("sweep-detail", args=[sweep.pk])).content.decode()
+    assert f'data-url="{reverse("sweep-charts", args=[sweep.pk])}"' in page
+    assert 'id="comparison-charts"' in page and "js/charts.js" in page
