@@ -3,7 +3,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-requirements
 
-.PHONY: run test venv clean
+.PHONY: run test screenshots venv clean
 
 # Creates the virtualenv, installs, migrates, seeds the demo catalog, starts the web
 # server and a worker per host on the embedded default (SQLite + filesystem broker)
@@ -16,6 +16,11 @@ run: $(STAMP)
 # Runs the whole suite (SQLite + filesystem broker unless DATABASE_URL / CELERY_BROKER_URL).
 test: $(STAMP)
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# Full-page screenshots of the pages, taken by the browser tests, into var/screenshots/.
+screenshots: $(STAMP)
+	$(PY) -m pytest tests/test_browser.py -q
+	@ls var/screenshots/
 
 venv: $(STAMP)
 

@@ -13,4 +13,10 @@ urlpatterns = [
     path("sweeps/<int:sweep_id>/resume", views.sweep_resume, name="sweep-resume"),
     path("runs/<int:run_id>/drawer.json", views.run_drawer, name="run-drawer"),
     path("sweeps/<int:sweep_id>/charts.json", views.sweep_charts, name="sweep-charts"),
+    path("history/", views.history, name="history"),
+    path("history.json", views.history_data, name="history-data"),
+    path("sweeps/<int:sweep_id>/points.csv", views.sweep_points_csv, name="sweep-points-csv"),
+    path("sweeps/<int:sweep_id>/points.json", views.sweep_points_json, name="sweep-points-json"),
+    path("sweeps/<int:sweep_id>/requests.jsonl", views.sweep_requests_jsonl, name="sweep-requests-jsonl"),
+    path("compare/", views.compare, name="compare"),
 ]

@@ -1,3 +1,5 @@
+import csv
+import json
 import os
 import shlex
 from pathlib import Path
@@ -7,15 +9,17 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required, permission_required
 from django.core.paginator import Paginator
 from django.db.models import Count, Prefetch, Q
-from django.http import HttpResponseForbidden, JsonResponse
+from django.http import HttpResponseForbidden, JsonResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from benchmarks.catalog import load_catalog
 from benchmarks.models import Sweep, SweepStatus
 from benchmarks.spec import SpecError, dump_yaml, load_yaml, validate
+from runs import compare as compare_lib
+from runs import history as hist
 from runs.charts import sweep_charts as build_sweep_charts
-from runs.models import Point, PointStatus, Run, RunEvent
+from runs.models import LATENCY_FIELDS, Point, PointStatus, RequestRecord, Run, RunEvent
 from runs.sweeps import SweepStateError, cancel_sweep, create_sweep, launch_sweep, plan_spec, resume_sweep
 
 SWEEPS_PER_PAGE = 50
@@ -400,3 +404,394 @@ def sweep_new(request):
 @permission_required("benchmarks.add_sweep", raise_exception=True)
 def sweep_plan_preview(request):
     return JsonResponse(plan_preview(request.POST.get("spec_yaml", "")))
+
+
+# -- History: one series across sweeps, with regression detection (runs/history.py). --------
+
+HISTORY_MAX_WINDOW = 100
+
+
+class _BadQuery(ValueError):
+    pass
+
+
+def _int_param(query, name, default=None, minimum=0, maximum=None):
+    raw = query.get(name, "")
+    if raw == "":
+        return default
+    try:
+        value = int(raw)
+    except ValueError:
+        raise _BadQuery(f"{name} must be an integer, got {raw!r}") from None
+    if value < minimum or (maximum is not None and value > maximum):
+        bound = f" and <= {maximum}" if maximum is not None else ""
+        raise _BadQuery(f"{name} must be >= {minimum}{bound}, got {value}")
+    return value
+
+
+def _history_query(query):
+    """Validated history parameters from a GET query; raises _BadQuery (a ValueError)."""
+    filters = {
+        "model": query.get("model", ""),
+        "engine": query.get("engine", ""),
+        "method": query.get("method", ""),
+        "params": query.get("params", "") or "{}",
+        "tp": _int_param(query, "tp", minimum=1),
+        "workload": query.get("workload", ""),
+        "prompt_tokens": _int_param(query, "prompt_tokens", minimum=1),
+        "concurrency": _int_param(query, "concurrency", minimum=1),
+        "gpu": query.get("gpu", ""),
+    }
+    config = query.get("config", "")
+    if config:  # the page's select: "method:params_key"
+        filters["method"], _, filters["params"] = config.partition(":")
+        filters["params"] = filters["params"] or "{}"
+    metric = query.get("metric", "") or hist.DEFAULT_METRIC
+    try:
+        hist.validate_metric(metric)
+    except ValueError as exc:
+        raise _BadQuery(str(exc)) from None
+    raw = query.get("threshold", "")
+    try:
+        threshold = float(raw) if raw != "" else hist.DEFAULT_THRESHOLD
+    except ValueError:
+        raise _BadQuery(f"threshold must be a number, got {raw!r}") from None
+    if not (0 < threshold < 1000):
+        raise _BadQuery(f"threshold must be > 0 and < 1000, got {raw}")
+    window = _int_param(query, "window", hist.DEFAULT_WINDOW, minimum=hist.MIN_HISTORY,
+                        maximum=HISTORY_MAX_WINDOW)
+    show_excluded = query.get("show_excluded", "") in ("1", "true", "on", "yes")
+    return filters, metric, threshold, window, show_excluded
+
+
+@login_required
+def history(request):
+
+    try:
+        filters, metric, threshold, window, show_excluded = _history_query(request.GET)
+        error = ""
+    except ValueError as exc:
+        filters, metric, threshold, window, show_excluded = {}, hist.DEFAULT_METRIC, hist.DEFAULT_THRESHOLD, \
+            hist.DEFAULT_WINDOW, False
+        error = str(exc)
+    complete = not error and all(
+        filters.get(k) not in (None, "") for k in ("model", "engine", "method", "tp", "workload", "concurrency")
+    )
+    return render(
+        request,
+        "runs/history.html",
+        {
+            "choices": hist.choices(),
+            "selected": {
+                **{k: request.GET.get(k, "") for k in hist.SERIES_KEYS},
+                "config": f"{filters['method']}:{filters['params']}" if filters.get("method") else "",
+                "metric": metric,
+            },
+            "threshold": threshold,
+            "window": window,
+            "show_excluded": show_excluded,
+            "complete": complete,
+            "error": error,
+            "query": request.GET.urlencode(),
+            "method_name": hist.METHOD_NAME,
+        },
+        status=400 if error else 200,
+    )
+
+
+@login_required
+def history_data(request):
+    """JSON: one series over time, its regressions and the detection method used."""
+
+    try:
+        filters, metric, threshold, window, show_excluded = _history_query(request.GET)
+        points = hist.series_points(filters, metric)
+    except ValueError as exc:
+        return JsonResponse({"error": str(exc)}, status=400)
+    higher = hist.higher_is_better(metric)
+    flagged = {
+        f["index"]: f for f in hist.detect_regressions(points, window=window, threshold=threshold, higher_is_better=higher)
+    }
+    out = []
+    regressions = []
+    for index, p in enumerate(points):
+        item = {
+            "x": p["finished_at"].isoformat() if p["finished_at"] else None,
+            "y": p["value"],
+            "sweep": p["sweep_id"],
+            "sweep_name": p["sweep_name"],
+            "run": p["run_id"],
+            "point": p["id"],
+            "engine_version": p["engine_version"],
+            "excluded": p["excluded"],
+            "exclude_reason": p["exclude_reason"],
+            "regression": index in flagged,
+        }
+        if index in flagged:
+            f = flagged[index]
+            regressions.append({**item, "z": f["z"], "mean": f["mean"], "std": f["std"], "change": f["change"]})
+        if show_excluded or not p["excluded"]:
+            out.append(item)
+    return JsonResponse({
+        "series": filters,
+        "metric": {"name": metric, "label": hist.metric_label(metric), "higher_is_better": higher},
+        "method": {
+            "name": hist.METHOD_NAME,
+            "window": window,
+            "threshold": threshold,
+            "min_history": hist.MIN_HISTORY,
+            "zero_std_relative_change": hist.ZERO_STD_RELATIVE_CHANGE,
+            "description": (
+                f"z = (x - mean) / std over the last {window} earlier non-excluded points (population std, "
+                f"at least {hist.MIN_HISTORY}); flagged when z {'<' if higher else '>'} "
+                f"{'-' if higher else ''}{threshold:g}; with std = 0, a relative change of more than "
+                f"{hist.ZERO_STD_RELATIVE_CHANGE:.0%} in the bad direction"
+            ),
+        },
+        "show_excluded": show_excluded,
+        "points": out,
+        "regressions": regressions,
+        "counts": {
+            "points": len(points),
+            "excluded": sum(p["excluded"] for p in points),
+            "regressions": len(regressions),
+        },
+    })
+
+
+# --- Export (points.csv, points.json, requests.jsonl) and the compare page -----------------
+
+
+
+
+# Export column -> the values() lookup it comes from. One list for CSV and JSON.
+EXPORT_CONFIG_COLUMNS = (
+    ("sweep_id", "run__sweep_id"),
+    ("run_id", "run_id"),
+    ("point_id", "id"),
+    ("method", "run__method"),
+    ("params", "run__params"),
+    ("tp", "run__tp"),
+    ("attempt", "run__attempt"),
+    ("engine_version", "run__engine_version"),
+    ("workload", "workload__name"),
+    ("prompt_tokens", "prompt_tokens"),
+    ("actual_prompt_tokens", "actual_prompt_tokens"),
+    ("concurrency", "concurrency"),
+    ("max_new_tokens", "max_new_tokens"),
+    ("request_rate", "request_rate"),
+    ("status", "status"),
+    ("reason", "reason"),
+    ("excluded", "excluded"),
+)
+EXPORT_METRIC_COLUMNS = (
+    "completed",
+    "failed",
+    "duration",
+    "total_input_tokens",
+    "total_output_tokens",
+    "request_throughput",
+    "output_throughput",
+    "total_token_throughput",
+    *LATENCY_FIELDS,
+    "decode_tok_s",
+    "max_output_tokens_per_s",
+    "accept_length",
+    "server_decode_tok_s",
+    "client_bound",
+    "event_loop_lag_p99_ms",
+)
+EXPORT_COLUMNS = tuple(name for name, _ in EXPORT_CONFIG_COLUMNS) + EXPORT_METRIC_COLUMNS
+_EXPORT_LOOKUPS = tuple(lookup for _, lookup in EXPORT_CONFIG_COLUMNS) + EXPORT_METRIC_COLUMNS
+
+REQUEST_RECORD_FIELDS = (
+    "index",
+    "send_time",
+    "chunk_offsets",
+    "chunk_tokens",
+    "prompt_tokens",
+    "output_tokens",
+    "token_count_source",
+    "finish_reason",
+    "http_status",
+    "error_kind",
+    "error",
+    "spec_verify_ct",
+)
+
+
+def export_rows(sweep_id):
+    """The sweep's points as dicts keyed by EXPORT_COLUMNS, in plan order: one query."""
+    rows = (
+        Point.objects.filter(run__sweep_id=sweep_id)
+        .order_by("run__position", "run_id", "position", "id")
+        .values_list(*_EXPORT_LOOKUPS)
+        .iterator(chunk_size=2000)
+    )
+    for row in rows:
+        yield dict(zip(EXPORT_COLUMNS, row))
+
+
+class _Echo:
+    def write(self, value):
+        return value
+
+
+def _csv_value(value):
+    if value is None:
+        return ""
+    if isinstance(value, (dict, list)):
+        return json.dumps(value, sort_keys=True)
+    return value
+
+
+def _csv_lines(sweep_id):
+    writer = csv.writer(_Echo())
+    yield writer.writerow(EXPORT_COLUMNS)
+    for row in export_rows(sweep_id):
+        yield writer.writerow([_csv_value(row[c]) for c in EXPORT_COLUMNS])
+
+
+@login_required
+def sweep_points_csv(request, sweep_id):
+    sweep = get_object_or_404(Sweep.objects.only("pk"), pk=sweep_id)
+    response = StreamingHttpResponse(_csv_lines(sweep.pk), content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = f"attachment; filename=sweep-{sweep.pk}-points.csv"
+    return response
+
+
+@login_required
+def sweep_points_json(request, sweep_id):
+    sweep = get_object_or_404(Sweep.objects.only("pk"), pk=sweep_id)
+    response = JsonResponse({"sweep": sweep.pk, "columns": list(EXPORT_COLUMNS), "points": list(export_rows(sweep.pk))})
+    response["Content-Disposition"] = f"inline; filename=sweep-{sweep.pk}-points.json"
+    return response
+
+
+def _request_lines(sweep_id):
+    records = (
+        RequestRecord.objects.filter(point__run__sweep_id=sweep_id)
+        .order_by("point__run__position", "point__run_id", "point__position", "point_id", "index")
+        .values("point_id", "point__run_id", *REQUEST_RECORD_FIELDS)
+        .iterator(chunk_size=2000)
+    )
+    for record in records:
+        line = {"point_id": record.pop("point_id"), "run_id": record.pop("point__run_id"), **record}
+        yield json.dumps(line) + "\n"
+
+
+@login_required
+def sweep_requests_jsonl(request, sweep_id):
+    sweep = get_object_or_404(Sweep.objects.only("pk"), pk=sweep_id)
+    response = StreamingHttpResponse(_request_lines(sweep.pk), content_type="application/jsonl; charset=utf-8")
+    response["Content-Disposition"] = f"attachment; filename=sweep-{sweep.pk}-requests.jsonl"
+    return response
+
+
+COMPARE_POINT_FIELDS = (
+    "run_id", "run__sweep_id", "run__method", "run__params", "run__params_key", "run__tp", "run__attempt",
+    "workload__name", "prompt_tokens", "concurrency", "status", "reason", "excluded", "exclude_reason",
+)
+
+
+def _compare_points(queryset, metric):
+    rows = queryset.order_by("run__position", "run_id", "position").values(*COMPARE_POINT_FIELDS, metric)
+    return [
+        {
+            "run_id": r["run_id"], "sweep_id": r["run__sweep_id"], "method": r["run__method"],
+            "params": r["run__params"], "params_key": r["run__params_key"], "tp": r["run__tp"],
+            "attempt": r["run__attempt"], "workload": r["workload__name"], "prompt_tokens": r["prompt_tokens"],
+            "concurrency": r["concurrency"], "status": r["status"], "reason": r["reason"],
+            "excluded": r["excluded"], "exclude_reason": r["exclude_reason"], metric: r[metric],
+        }
+        for r in rows
+    ]
+
+
+def _ids(values):
+    ids = []
+    for value in values:
+        value = value.strip()
+        if not value.isdigit():
+            raise ValueError(f"“{value}” is not an id")
+        if int(value) not in ids:
+            ids.append(int(value))
+    return ids
+
+
+def _metric_label(metric):
+    return Point._meta.get_field(metric).verbose_name if metric in compare_lib.METRICS else metric
+
+
+@login_required
+def compare(request):
+    """Two or more sweeps (?sweep=..) or runs (?run=..) side by side for one metric; the
+    first is the baseline. Bad input is a message on the page, never an error page."""
+    metric = request.GET.get("metric") or compare_lib.DEFAULT_METRIC
+    context = {
+        "metric": metric,
+        "metrics": [(m, "higher is better" if up else "lower is better") for m, up in compare_lib.METRICS.items()],
+        "errors": [],
+        "groups": [],
+        "rows": [],
+        "mode": "",
+        "chart": None,
+    }
+    errors = context["errors"]
+    try:
+        sweep_ids = _ids(request.GET.getlist("sweep"))
+        run_ids = _ids(request.GET.getlist("run"))
+    except ValueError as exc:
+        errors.append(f"Bad selection: {exc}.")
+        sweep_ids = run_ids = []
+    if metric not in compare_lib.METRICS:
+        errors.append(
+            f"Unknown metric “{metric}”: choose one of {', '.join(compare_lib.METRICS)}."
+        )
+    if sweep_ids and run_ids:
+        errors.append("Compare either sweeps or runs, not both.")
+    elif not errors and (sweep_ids or run_ids) and len(sweep_ids or run_ids) < 2:
+        errors.append("Pick two or more sweeps (or runs) to compare.")
+    groups = []
+    if not errors and len(sweep_ids) >= 2:
+        context["mode"] = "sweep"
+        sweeps = {s.pk: s for s in Sweep.objects.filter(pk__in=sweep_ids).select_related("llm", "engine", "host")}
+        missing = [str(i) for i in sweep_ids if i not in sweeps]
+        if missing:
+            errors.append(f"No sweep #{', #'.join(missing)}.")
+        else:
+            points = _compare_points(Point.objects.filter(run__sweep_id__in=sweep_ids), metric)
+            for sid in sweep_ids:
+                s = sweeps[sid]
+                groups.append({
+                    "id": sid, "label": f"#{sid} {s.name}", "url": s.get_absolute_url(),
+                    "detail": f"{s.llm.name} · {s.engine.name} · {s.host.name}",
+                    "points": [p for p in points if p["sweep_id"] == sid],
+                })
+    elif not errors and len(run_ids) >= 2:
+        context["mode"] = "run"
+        runs = {r.pk: r for r in Run.objects.filter(pk__in=run_ids).select_related("sweep")}
+        missing = [str(i) for i in run_ids if i not in runs]
+        if missing:
+            errors.append(f"No run #{', #'.join(missing)}.")
+        else:
+            points = _compare_points(Point.objects.filter(run_id__in=run_ids), metric)
+            for rid in run_ids:
+                r = runs[rid]
+                groups.append({
+                    "id": rid, "label": f"#{r.sweep_id}/{rid} {r.config_label}", "url": r.sweep.get_absolute_url(),
+                    "detail": f"run #{rid} of sweep #{r.sweep_id} {r.sweep.name}",
+                    "points": [p for p in points if p["run_id"] == rid],
+                })
+    if groups:
+        rows = compare_lib.compare(groups, metric, mode=context["mode"])
+        label = _metric_label(metric)
+        context.update(
+            groups=[{k: v for k, v in g.items() if k != "points"} for g in groups],
+            rows=rows,
+            metric_label=label,
+            higher_is_better=compare_lib.higher_is_better(metric),
+            chart=compare_lib.chart_data(groups, rows, metric, label),
+            chart_height_px=140 + 24 * len(rows),
+        )
+    return render(request, "runs/compare.html", context, status=400 if errors else 200)

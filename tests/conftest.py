@@ -20,16 +20,19 @@ def _own_broker_folder():
     yield
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _plain_http():
+    """The test client and the live server speak plain HTTP, for the whole session (the
+    live server's middleware reads these once, when it starts). The HTTPS defaults are
+    checked by test_project's `check --deploy` in a process of its own."""
+    django_settings.SECURE_SSL_REDIRECT = False
+    django_settings.SESSION_COOKIE_SECURE = False
+    django_settings.CSRF_COOKIE_SECURE = False
+    django_settings.SECURE_HSTS_SECONDS = 0
+
+
 @pytest.fixture(autouse=True)
 def _own_data_dir(settings, tmp_path):
     """Server logs, demo passwords and the like go to a folder of the test's own."""
     settings.DATA_DIR = tmp_path / "data"
     settings.DATA_DIR.mkdir()
-
-
-@pytest.fixture(autouse=True)
-def _plain_http(settings):
-    # The test client speaks plain HTTP; HTTPS-only settings are checked by test_settings.
-    settings.SECURE_SSL_REDIRECT = False
-    settings.SESSION_COOKIE_SECURE = False
-    settings.CSRF_COOKIE_SECURE = False

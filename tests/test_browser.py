@@ -1,0 +1,141 @@
+"""The product in a real browser: Debian's Chromium driven by Playwright, against the
+live server, a real Celery worker and real simengine servers. Saves full-page
+screenshots under var/screenshots/ (`make screenshots`)."""
+
+import os
+from io import StringIO
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from django.contrib.auth.models import Group, User
+from django.core.management import call_command
+
+from benchmarks.models import Engine, Sweep
+from runs.models import Run
+from tests.processes import celery_worker, simengine_pids, wait_for
+
+CHROMIUM = "/usr/bin/chromium"
+SCREENSHOTS = Path(settings.BASE_DIR) / "var" / "screenshots"
+
+SPEC = """\
+name: browser-smoke
+host: sim-8x-rtxpro6000
+engine: sglang-sim
+model: Qwen/Qwen3.6-27B
+tp: [1]
+methods:
+  - autoregressive
+  - ddtree: {budget: [8, 15]}
+workloads:
+  - fibonacci
+  - long-context: {prompt_tokens: [1000, 2000]}
+max_new_tokens: 64
+requests_per_point: 2
+"""
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def browser(monkeypatch):
+    # Playwright's sync API keeps an event loop in this thread; the ORM calls the test
+    # makes between browser steps are still plain synchronous code.
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    if not Path(CHROMIUM).exists():
+        if os.environ.get("CI"):
+            pytest.fail(f"{CHROMIUM} is missing: .ci/run installs Debian's chromium")
+        pytest.skip(f"{CHROMIUM} is not installed (apt-get install chromium)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        instance = p.chromium.launch(
+            executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"]
+        )
+        yield instance
+        instance.close()
+
+
+@pytest.fixture
+def operator(transactional_db):
+    call_command("seed_demo", stdout=StringIO())
+    engine = Engine.objects.get(name="sglang-sim")
+    engine.argv_template = engine.argv_template + ["--time-scale", "0.01"]
+    engine.readiness_timeout_s = 60
+    engine.save()
+    user = User.objects.create_user("olga", password="pw-olga-12345")
+    user.groups.add(Group.objects.get(name="operator"))
+    return user
+
+
+def shot(page, name):
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
+
+
+def test_build_launch_watch_and_chart_a_sweep_in_the_browser(browser, operator, live_server, tmp_path):
+    before = simengine_pids()
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    errors = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.goto(f"{live_server.url}/")
+    assert "/login/" in page.url
+    page.fill("#id_username", "olga")
+    page.fill("#id_password", "pw-olga-12345")
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{live_server.url}/")
+
+    page.click("text=New sweep")
+    page.fill("#id_spec_yaml", SPEC)
+    page.wait_for_selector("#plan-preview h2:has-text('3 runs, 9 points')")
+    shot(page, "builder")
+
+    with celery_worker(["host.sim-8x-rtxpro6000"], tmp_path / "worker.log"):
+        page.click("button[value=launch]")
+        page.wait_for_url("**/sweeps/*/")
+        sweep = Sweep.objects.get(name="browser-smoke")
+        url = page.url
+        # Progress reaches done without a reload: the live badge changes in place.
+        page.wait_for_selector("[data-field=sweep-status]:has-text('Done')", timeout=180_000)
+        assert page.url == url
+    sweep.refresh_from_db()
+    assert sweep.status == "done"
+
+    page.reload()
+    page.wait_for_function("window.sweeplabCharts && Object.keys(window.sweeplabCharts).length > 3")
+    charts = page.evaluate(
+        """() => Object.fromEntries(Object.entries(window.sweeplabCharts).map(
+               ([name, chart]) => [name, chart.data.datasets.map(d => d.label)]))"""
+    )
+    assert "ddtree budget=15 topk_cap=8 TP1" in charts["decode_tok_s"]
+    assert "autoregressive TP1" in charts["decode_tok_s"]
+    # The budget-8 crash is a marker with its reason, not a zero bar.
+    assert any(label.startswith("Crashed") or label.startswith("Not run") for label in charts["decode_tok_s"])
+    reasons = page.evaluate(
+        """() => window.sweeplabCharts.decode_tok_s.data.datasets
+               .filter(d => d.kind === 'marker').flatMap(d => d.data.map(p => p.reason))"""
+    )
+    assert any("illegal instruction" in r for r in reasons)
+    shot(page, "sweep-detail")
+    page.click("tbody[data-run-id] tr.run-row >> nth=1")
+    page.wait_for_selector("#run-drawer :text('Command launched')")
+    shot(page, "run-drawer")
+
+    # Compare two configurations point by point, and follow one series over time.
+    ar, dd15 = (Run.objects.get(sweep=sweep, method=m, params_key=k) for m, k in (
+        ("autoregressive", "{}"), ("ddtree", '{"budget":15,"topk_cap":8}')))
+    page.goto(f"{live_server.url}/compare/?run={ar.pk}&run={dd15.pk}")
+    page.wait_for_function("window.sweeplabCharts && window.sweeplabCharts.compare")
+    shot(page, "compare")
+    from urllib.parse import urlencode
+
+    series = {
+        "model": "Qwen/Qwen3.6-27B", "engine": "sglang-sim", "config": "ddtree:" + dd15.params_key, "tp": 1,
+        "workload": "long-context", "prompt_tokens": 2000, "concurrency": 1, "gpu": sweep.host.gpu_model,
+    }
+    page.goto(f"{live_server.url}/history/?{urlencode(series)}")
+    page.wait_for_function("window.sweeplabCharts && window.sweeplabCharts.history")
+    assert page.evaluate("window.sweeplabCharts.history.data.datasets[0].data.length") == 1
+    shot(page, "history")
+    assert errors == []
+    assert wait_for(lambda: not (simengine_pids() - before), timeout=10)
