@@ -580,7 +580,10 @@ class RunExecutor:
         after = adapter.spec_snapshot(self.server.base_url) if alive and before is not None else None
         summary = result.summary()
         if status == PointStatus.OK:
-            summary["accept_length"] = adapter.accept_length(before, after, result)
+            if before is not None:
+                # Engines whose answers carry no per-request speculation counts (vLLM):
+                # this point's counter deltas. Otherwise runs.metrics computed it.
+                summary["accept_length"] = adapter.accept_length(before, after, result)
             reason = self.token_count_note(point, prompt_tokens, result)
         self.store_point(point, status, reason, started, result, summary, prompt_tokens)
         self.event(RunEventKind.POINT_FINISHED, f"{point_label(point)}: {status}", point=point.pk, status=status)

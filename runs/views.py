@@ -17,9 +17,10 @@ from benchmarks.catalog import load_catalog
 from benchmarks.models import Sweep, SweepStatus
 from benchmarks.spec import SpecError, dump_yaml, load_yaml, validate
 from runs import compare as compare_lib
+from runs import metrics
 from runs import history as hist
 from runs.charts import sweep_charts as build_sweep_charts
-from runs.models import LATENCY_FIELDS, Point, PointStatus, RequestRecord, Run, RunEvent
+from runs.models import Point, PointStatus, RequestRecord, Run, RunEvent
 from runs.sweeps import SweepStateError, cancel_sweep, create_sweep, launch_sweep, plan_spec, resume_sweep
 
 SWEEPS_PER_PAGE = 50
@@ -584,23 +585,9 @@ EXPORT_CONFIG_COLUMNS = (
     ("reason", "reason"),
     ("excluded", "excluded"),
 )
-EXPORT_METRIC_COLUMNS = (
-    "completed",
-    "failed",
-    "duration",
-    "total_input_tokens",
-    "total_output_tokens",
-    "request_throughput",
-    "output_throughput",
-    "total_token_throughput",
-    *LATENCY_FIELDS,
-    "decode_tok_s",
-    "max_output_tokens_per_s",
-    "accept_length",
-    "server_decode_tok_s",
-    "client_bound",
-    "event_loop_lag_p99_ms",
-)
+# The metrics a point stores: those runs.metrics computes (errors is a mapping, left out
+# of the flat export), and the server's own decode speed.
+EXPORT_METRIC_COLUMNS = tuple(f for f in metrics.FIELDS if f != "errors") + ("server_decode_tok_s",)
 EXPORT_COLUMNS = tuple(name for name, _ in EXPORT_CONFIG_COLUMNS) + EXPORT_METRIC_COLUMNS
 _EXPORT_LOOKUPS = tuple(lookup for _, lookup in EXPORT_CONFIG_COLUMNS) + EXPORT_METRIC_COLUMNS
 

@@ -5,7 +5,6 @@ import pytest
 from runs.engines import ArgvError, LaunchValues, get_adapter
 from runs.engines.base import render
 from runs.engines.vllm import parse_metrics
-from runs.loadgen import LoadResult, RequestResult
 
 SGLANG = ["{python}", "-m", "sglang.launch_server", "--model-path", "{model_path}", "--tp-size", "{tp}",
           "--context-length", "{context_length}", "--host", "{host}", "--port", "{port}"]
@@ -81,13 +80,3 @@ def test_vllm_accept_length_comes_from_this_points_counter_deltas():
 def test_parse_metrics_reads_labels():
     text = '# HELP x\nvllm:cache_config_info{block_size="16",num_gpu_blocks="2048"} 1.0\n'
     assert parse_metrics(text) == [("vllm:cache_config_info", {"block_size": "16", "num_gpu_blocks": "2048"}, 1.0)]
-
-
-def test_sglang_accept_length_is_tokens_over_verify_steps_of_this_point():
-    results = [
-        RequestResult(index=0, output_tokens=256, spec_verify_ct=40),
-        RequestResult(index=1, output_tokens=256, spec_verify_ct=24),
-        RequestResult(index=2, output_tokens=3, error_kind="connection_lost_mid_stream", spec_verify_ct=1),
-    ]
-    load = LoadResult(results=results, duration=1.0, start_time=0.0)
-    assert get_adapter("simulated").accept_length(None, None, load) == pytest.approx(512 / 64)

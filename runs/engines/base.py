@@ -184,7 +184,8 @@ class EngineAdapter:
         return None
 
     def accept_length(self, before, after, load_result):
-        """Mean accepted tokens per verify step during this point only, or None."""
+        """Mean accepted tokens per verify step during this point only, from the two
+        snapshots; None when they say nothing."""
         return None
 
 

@@ -6,8 +6,9 @@
 - Limits: `/v1/models` `data[0].max_model_len`; KV capacity `/get_server_info`
   `max_total_num_tokens`.
 - Speculation per point: the native `/generate` answers carry `meta_info.spec_verify_ct`
-  and `completion_tokens`, so accept length = Σ completion_tokens / Σ spec_verify_ct over
-  the point's own requests (never `avg_spec_accept_length`, a server-lifetime average).
+  and `completion_tokens`: runs.metrics computes accept length = Σ completion_tokens /
+  Σ spec_verify_ct over the point's own requests (never `avg_spec_accept_length`, a
+  server-lifetime average), so no counter snapshot is needed here.
 """
 
 from runs.engines.base import EngineAdapter, ServerLimits, get_json
@@ -35,8 +36,3 @@ class SGLangAdapter(EngineAdapter):
 
     def version(self, base_url):
         return str(self.server_info(base_url).get("version", ""))
-
-    def accept_length(self, before, after, load_result):
-        verify = sum(r.spec_verify_ct or 0 for r in load_result.results if not r.error_kind)
-        tokens = sum(r.output_tokens for r in load_result.results if not r.error_kind and r.spec_verify_ct)
-        return tokens / verify if verify else None
