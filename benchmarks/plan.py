@@ -8,7 +8,7 @@ At plan time two things are decided, each with its numbers in the reason:
   context length is ``skipped`` (the executor re-checks against the server's real
   context length and KV capacity once it is up);
 - quarantine: a configuration matching an active KnownFailure for the host's GPU kind is
-  ``skipped`` with the failure's signature, unless the spec says retry_quarantined.
+  ``skipped`` with the failure's signature, unless the spec's options.retry_quarantined is true or names the configuration.
 """
 
 import json
@@ -140,7 +140,7 @@ def plan(spec, catalog, quarantines=()):
     """Plan a validated Spec. Raises SpecError when it would plan more than MAX_POINTS."""
     model = catalog.models[spec.model]
     margin = spec.options["context_margin_tokens"]
-    retry = spec.options["retry_quarantined"]
+    retry = spec.options["retry_quarantined"]  # True, False or a list of configuration rules
 
     configs, used_rules = [], set()
     for method, params in configurations(spec):
@@ -171,7 +171,7 @@ def plan(spec, catalog, quarantines=()):
         q = by_config.get((method, canonical_params(params), tp))
         if q is not None:
             run.quarantine = q
-            if retry:
+            if retry is True or (isinstance(retry, list) and any(matches(r, method, params, tp) for r in retry)):
                 run.retry_quarantined = True
             else:
                 run.status = SKIPPED

@@ -118,7 +118,8 @@ DEFAULTS = {
     "exclude": [],
 }
 OPTION_DEFAULTS = {
-    # Run configurations that are quarantined (KnownFailure) instead of skipping them.
+    # Run quarantined configurations (KnownFailure) instead of skipping them: true for all,
+    # or a list of configuration rules ({method, tp, parameters}) naming the ones to retry.
     "retry_quarantined": False,
     # Tokens kept free between prompt + max_new_tokens and the context length.
     "context_margin_tokens": 16,
@@ -487,30 +488,38 @@ def _workloads(check, value, catalog):
     return tuple(workloads)
 
 
-def _exclusions(check, value):
+def _config_rules(check, path, value, example, empty_message):
+    """A list of configuration rules (exclusions, quarantine retries): each a mapping of
+    method, tp and method parameters, matching the configurations where all are equal."""
     if not isinstance(value, list):
-        check.error("exclude", f"expected a list of mappings such as {{method: ddtree, tp: 1}}, got {describe(value)}")
+        check.error(path, f"expected a list of mappings such as {example}, got {describe(value)}")
         return ()
     allowed = ["method", "tp", *PARAM_NAMES]
     rules = []
     for i, item in enumerate(value):
-        path = f"exclude[{i}]"
-        if check.mapping(path, item, "a mapping such as {method: ddtree, budget: 64, tp: 1}") is None:
+        item_path = f"{path}[{i}]"
+        if check.mapping(item_path, item, f"a mapping such as {example}") is None:
             continue
         if not item:
-            check.error(path, "an empty exclusion would drop every configuration")
+            check.error(item_path, empty_message)
             continue
         before = len(check.errors)
-        check.unknown_keys(path, item, allowed)
+        check.unknown_keys(item_path, item, allowed)
         for key, val in item.items():
             if key == "method":
                 if val not in METHOD_PARAMS:
-                    check.error(f"{path}.method", f"expected one of {', '.join(METHOD_PARAMS)}, got {describe(val)}")
+                    check.error(f"{item_path}.method", f"expected one of {', '.join(METHOD_PARAMS)}, got {describe(val)}")
             elif key in allowed:
-                check.positive_int(f"{path}.{key}", val)
+                check.positive_int(f"{item_path}.{key}", val)
         if len(check.errors) == before:
             rules.append(dict(item))
     return tuple(rules)
+
+
+def _exclusions(check, value):
+    return _config_rules(
+        check, "exclude", value, "{method: ddtree, budget: 64, tp: 1}", "an empty exclusion would drop every configuration"
+    )
 
 
 def _options(check, value):
@@ -519,10 +528,22 @@ def _options(check, value):
     check.unknown_keys("options", value, list(OPTION_DEFAULTS))
     options = dict(OPTION_DEFAULTS)
     if "retry_quarantined" in value:
-        if isinstance(value["retry_quarantined"], bool):
-            options["retry_quarantined"] = value["retry_quarantined"]
+        retry = value["retry_quarantined"]
+        if isinstance(retry, bool):
+            options["retry_quarantined"] = retry
+        elif isinstance(retry, list):
+            options["retry_quarantined"] = [
+                dict(rule) for rule in _config_rules(
+                    check, "options.retry_quarantined", retry, "{method: ddtree, budget: 8, tp: 1}",
+                    "an empty rule would retry every quarantined configuration: write true for that",
+                )
+            ]
         else:
-            check.error("options.retry_quarantined", f"expected true or false, got {describe(value['retry_quarantined'])}")
+            check.error(
+                "options.retry_quarantined",
+                f"expected true, false or a list of configurations such as [{{method: ddtree, budget: 8, tp: 1}}], "
+                f"got {describe(retry)}",
+            )
     for key, minimum in (("context_margin_tokens", 0), ("retries", 0), ("stall_timeout_s", 1), ("first_token_timeout_s", 1)):
         if key in value:
             parsed = check.positive_int(f"options.{key}", value[key], minimum=minimum)

@@ -18,22 +18,6 @@ from tests.processes import celery_worker, simengine_pids, wait_for
 CHROMIUM = "/usr/bin/chromium"
 SCREENSHOTS = Path(settings.BASE_DIR) / "var" / "screenshots"
 
-SPEC = """\
-name: browser-smoke
-host: sim-8x-rtxpro6000
-engine: sglang-sim
-model: Qwen/Qwen3.6-27B
-tp: [1]
-methods:
-  - autoregressive
-  - ddtree: {budget: [8, 15]}
-workloads:
-  - fibonacci
-  - long-context: {prompt_tokens: [1000, 2000]}
-max_new_tokens: 64
-requests_per_point: 2
-"""
-
 pytestmark = pytest.mark.slow
 
 
@@ -85,10 +69,30 @@ def test_build_launch_watch_and_chart_a_sweep_in_the_browser(browser, operator, 
     page.click("button[type=submit]")
     page.wait_for_url(f"{live_server.url}/")
 
+    # Build the sweep in the form, starting from the example it opens with.
     page.click("text=New sweep")
-    page.fill("#id_spec_yaml", SPEC)
+    page.wait_for_selector("#plan-preview h2:has-text('23 runs, 161 points')")
+    page.fill("#f-name", "browser-smoke")
+    page.uncheck("#f-tp-4")
+    page.uncheck("#f-tp-8")
+    page.fill("#f-method-2-budget", "8, x")
+    # A wrong value is explained next to its field, in words.
+    page.wait_for_selector("[data-path='methods[2].ddtree.budget'] .field-error:has-text('expected a list of positive integers')")
+    page.fill("#f-method-2-budget", "8, 15")
+    page.click(".method-row[data-path='methods[1]'] button:has-text('Remove')")  # dflash
+    page.fill("#f-workload-1-prompt_tokens", "1000, 2000")
+    page.fill("#f-max_new_tokens", "64")
+    page.fill("#f-requests_per_point", "2")
+    page.click("[data-path='exclude[0]'] button:has-text('Remove')")
     page.wait_for_selector("#plan-preview h2:has-text('3 runs, 9 points')")
     shot(page, "builder")
+    # The YAML view shows the same spec.
+    page.click("#tab-yaml")
+    page.wait_for_function("document.getElementById('id_spec_yaml').value.includes('budget: [8, 15]')")
+    assert "max_new_tokens: 64" in page.input_value("#id_spec_yaml")
+    shot(page, "builder-yaml")
+    page.click("#tab-form")
+    page.wait_for_selector("#f-name")
 
     with celery_worker(["host.sim-8x-rtxpro6000"], tmp_path / "worker.log"):
         page.click("button[value=launch]")
@@ -101,7 +105,12 @@ def test_build_launch_watch_and_chart_a_sweep_in_the_browser(browser, operator, 
     sweep.refresh_from_db()
     assert sweep.status == "done"
 
-    page.reload()
+    # Cloned into the builder, the same sweep now has a duration estimate from its history.
+    page.goto(f"{live_server.url}/sweeps/new/?clone={sweep.pk}")
+    page.wait_for_selector("[data-field=estimate]:has-text('Estimated duration: about')")
+    assert "extrapolated" not in page.inner_text("[data-field=estimate]")
+
+    page.goto(url)
     page.wait_for_function("window.sweeplabCharts && Object.keys(window.sweeplabCharts).length > 3")
     charts = page.evaluate(
         """() => Object.fromEntries(Object.entries(window.sweeplabCharts).map(

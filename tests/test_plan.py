@@ -109,6 +109,16 @@ def test_retry_quarantined_plans_it_anyway():
     assert the_plan.totals["skipped_points"] == 23
 
 
+def test_retry_quarantined_can_name_the_configurations_to_retry():
+    quarantined = quarantines() + [Quarantine("ddtree", {"budget": 12, "topk_cap": 8}, 1, "cuda_illegal_instruction", SIGNATURE)]
+    text = EXAMPLE.read_text().replace("retry_quarantined: false", "retry_quarantined: [{method: ddtree, budget: 12, tp: 1}]")
+    runs = {r.label: r for r in plan(spec_of(text), demo_catalog(), quarantined).runs}
+    assert runs["ddtree budget=12 topk_cap=8 TP1"].status == "planned"
+    assert runs["ddtree budget=12 topk_cap=8 TP1"].retry_quarantined is True
+    assert runs["ddtree budget=8 topk_cap=8 TP1"].status == "skipped"
+    assert runs["ddtree budget=8 topk_cap=8 TP1"].retry_quarantined is False
+
+
 def test_it_refuses_a_sweep_of_more_than_10000_points():
     lengths = ", ".join(str(n) for n in range(100, 100 + 100 * 60, 100))  # 60 lengths
     text = EXAMPLE.read_text().replace("[3000, 8000, 16000, 25000, 30000, 32700]", f"[{lengths}]")

@@ -83,7 +83,11 @@ def test_it_rejects_a_comma_string_where_a_list_is_expected():
         ("concurrency: [1, -2]", "concurrency: expected a list of positive integers, got -2 among them"),
         ("concurrency: [2, 2]", "concurrency: 2 is listed twice"),
         ("warmup_requests: -1", "warmup_requests: expected an integer >= 0, got -1"),
-        ("options: {retry_quarantined: maybe}", "options.retry_quarantined: expected true or false, got 'maybe'"),
+        ("options: {retry_quarantined: maybe}", "options.retry_quarantined: expected true, false or a list of "
+         "configurations such as [{method: ddtree, budget: 8, tp: 1}], got 'maybe'"),
+        ("options: {retry_quarantined: [{budget: x}]}", "options.retry_quarantined[0].budget: expected a positive integer, got 'x'"),
+        ("options: {retry_quarantined: [{}]}", "options.retry_quarantined[0]: an empty rule would retry every "
+         "quarantined configuration: write true for that"),
         ("exclude: [{}]", "exclude[0]: an empty exclusion would drop every configuration"),
         ("exclude: [{method: beam}]", "exclude[0].method: expected one of autoregressive, dflash, ddtree, prompt-lookup, got 'beam'"),
     ],
