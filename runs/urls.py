@@ -19,4 +19,5 @@ urlpatterns = [
     path("sweeps/<int:sweep_id>/points.json", views.sweep_points_json, name="sweep-points-json"),
     path("sweeps/<int:sweep_id>/requests.jsonl", views.sweep_requests_jsonl, name="sweep-requests-jsonl"),
     path("compare/", views.compare, name="compare"),
+    path("export/<str:kind>", views.selection_export, name="selection-export"),
 ]

@@ -9,8 +9,9 @@ from django.contrib import messages
 from django.contrib.auth.decorators import login_required, permission_required
 from django.core.paginator import Paginator
 from django.db.models import Count, Prefetch, Q
-from django.http import HttpResponseForbidden, JsonResponse, StreamingHttpResponse
+from django.http import Http404, HttpResponseForbidden, JsonResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_POST
 
 from benchmarks.catalog import load_catalog
@@ -673,11 +674,11 @@ REQUEST_RECORD_FIELDS = (
 )
 
 
-def export_rows(sweep_id):
-    """The sweep's points as dicts keyed by EXPORT_COLUMNS, in plan order: one query."""
+def export_rows(points_filter):
+    """The selected points as dicts keyed by EXPORT_COLUMNS, in plan order: one query."""
     rows = (
-        Point.objects.filter(run__sweep_id=sweep_id)
-        .order_by("run__position", "run_id", "position", "id")
+        Point.objects.filter(points_filter)
+        .order_by("run__sweep_id", "run__position", "run_id", "position", "id")
         .values_list(*_EXPORT_LOOKUPS)
         .iterator(chunk_size=2000)
     )
@@ -698,33 +699,17 @@ def _csv_value(value):
     return value
 
 
-def _csv_lines(sweep_id):
+def _csv_lines(points_filter):
     writer = csv.writer(_Echo())
     yield writer.writerow(EXPORT_COLUMNS)
-    for row in export_rows(sweep_id):
+    for row in export_rows(points_filter):
         yield writer.writerow([_csv_value(row[c]) for c in EXPORT_COLUMNS])
 
 
-@login_required
-def sweep_points_csv(request, sweep_id):
-    sweep = get_object_or_404(Sweep.objects.only("pk"), pk=sweep_id)
-    response = StreamingHttpResponse(_csv_lines(sweep.pk), content_type="text/csv; charset=utf-8")
-    response["Content-Disposition"] = f"attachment; filename=sweep-{sweep.pk}-points.csv"
-    return response
-
-
-@login_required
-def sweep_points_json(request, sweep_id):
-    sweep = get_object_or_404(Sweep.objects.only("pk"), pk=sweep_id)
-    response = JsonResponse({"sweep": sweep.pk, "columns": list(EXPORT_COLUMNS), "points": list(export_rows(sweep.pk))})
-    response["Content-Disposition"] = f"inline; filename=sweep-{sweep.pk}-points.json"
-    return response
-
-
-def _request_lines(sweep_id):
+def _request_lines(points_filter):
     records = (
-        RequestRecord.objects.filter(point__run__sweep_id=sweep_id)
-        .order_by("point__run__position", "point__run_id", "point__position", "point_id", "index")
+        RequestRecord.objects.filter(point__in=Point.objects.filter(points_filter).values("pk"))
+        .order_by("point__run__sweep_id", "point__run__position", "point__run_id", "point__position", "point_id", "index")
         .values("point_id", "point__run_id", *REQUEST_RECORD_FIELDS)
         .iterator(chunk_size=2000)
     )
@@ -733,12 +718,65 @@ def _request_lines(sweep_id):
         yield json.dumps(line) + "\n"
 
 
+def _export(kind, points_filter, name, selection):
+    """One export of the points a filter selects: kind is points.csv, points.json or
+    requests.jsonl; name is the file name's stem."""
+    if kind == "points.csv":
+        response = StreamingHttpResponse(_csv_lines(points_filter), content_type="text/csv; charset=utf-8")
+        response["Content-Disposition"] = f"attachment; filename={name}-points.csv"
+    elif kind == "points.json":
+        response = JsonResponse({**selection, "columns": list(EXPORT_COLUMNS), "points": list(export_rows(points_filter))})
+        response["Content-Disposition"] = f"inline; filename={name}-points.json"
+    else:
+        response = StreamingHttpResponse(_request_lines(points_filter), content_type="application/jsonl; charset=utf-8")
+        response["Content-Disposition"] = f"attachment; filename={name}-requests.jsonl"
+    return response
+
+
+@login_required
+def sweep_points_csv(request, sweep_id):
+    sweep = get_object_or_404(Sweep.objects.only("pk"), pk=sweep_id)
+    return _export("points.csv", Q(run__sweep_id=sweep.pk), f"sweep-{sweep.pk}", {"sweep": sweep.pk})
+
+
+@login_required
+def sweep_points_json(request, sweep_id):
+    sweep = get_object_or_404(Sweep.objects.only("pk"), pk=sweep_id)
+    return _export("points.json", Q(run__sweep_id=sweep.pk), f"sweep-{sweep.pk}", {"sweep": sweep.pk})
+
+
 @login_required
 def sweep_requests_jsonl(request, sweep_id):
     sweep = get_object_or_404(Sweep.objects.only("pk"), pk=sweep_id)
-    response = StreamingHttpResponse(_request_lines(sweep.pk), content_type="application/jsonl; charset=utf-8")
-    response["Content-Disposition"] = f"attachment; filename=sweep-{sweep.pk}-requests.jsonl"
-    return response
+    return _export("requests.jsonl", Q(run__sweep_id=sweep.pk), f"sweep-{sweep.pk}", {"sweep": sweep.pk})
+
+
+EXPORT_KINDS = ("points.csv", "points.json", "requests.jsonl")
+
+
+@login_required
+def selection_export(request, kind):
+    """The exports of any selection: ?sweep=A&sweep=B and/or ?run=X&run=Y (the compare
+    and run-selection pages link here). Bad or unknown ids: a 400 that names them."""
+    if kind not in EXPORT_KINDS:
+        raise Http404(f"no export {kind!r}: expected one of {', '.join(EXPORT_KINDS)}")
+    try:
+        sweep_ids = _ids(request.GET.getlist("sweep"))
+        run_ids = _ids(request.GET.getlist("run"))
+    except ValueError as exc:
+        return JsonResponse({"error": f"bad selection: {exc}"}, status=400)
+    if not sweep_ids and not run_ids:
+        return JsonResponse({"error": "nothing selected: give ?sweep=ID or ?run=ID, once per sweep or run"}, status=400)
+    found_sweeps = set(Sweep.objects.filter(pk__in=sweep_ids).values_list("pk", flat=True))
+    found_runs = set(Run.objects.filter(pk__in=run_ids).values_list("pk", flat=True))
+    missing = [f"sweep {i}" for i in sweep_ids if i not in found_sweeps] + [f"run {i}" for i in run_ids if i not in found_runs]
+    if missing:
+        return JsonResponse({"error": f"no such {', '.join(missing)}"}, status=400)
+    points_filter = Q(run__sweep_id__in=sweep_ids) if sweep_ids else Q(run_id__in=run_ids)
+    if sweep_ids and run_ids:
+        points_filter = Q(run__sweep_id__in=sweep_ids) | Q(run_id__in=run_ids)
+    name = "-".join([f"sweep{i}" for i in sweep_ids] + [f"run{i}" for i in run_ids])[:80]
+    return _export(kind, points_filter, name, {"sweeps": sweep_ids, "runs": run_ids})
 
 
 COMPARE_POINT_FIELDS = (
@@ -837,6 +875,10 @@ def compare(request):
                     "points": [p for p in points if p["run_id"] == rid],
                 })
     if groups:
+        selection = "&".join(f"{context['mode']}={g['id']}" for g in groups)
+        context["exports"] = [
+            (kind, f"{reverse('selection-export', args=[kind])}?{selection}") for kind in EXPORT_KINDS
+        ]
         rows = compare_lib.compare(groups, metric, mode=context["mode"])
         label = _metric_label(metric)
         context.update(

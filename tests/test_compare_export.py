@@ -185,6 +185,36 @@ def test_sweep_detail_links_to_the_exports(catalog, viewer, client):
     assert html.index('class="exports"') < html.index("<h2>Runs</h2>")
 
 
+def test_a_selection_of_runs_across_sweeps_exports_just_their_points(catalog, viewer, client):
+    one, two = make_sweep("s1", CONFIGS, requests_per_point=2), make_sweep("s2", CONFIGS, requests_per_point=3)
+    make_sweep("s3", CONFIGS)  # not selected
+    ar_one = one.runs.get(method="autoregressive")
+    dd_two = two.runs.get(method="ddtree")
+    client.force_login(viewer)
+    query = f"?run={ar_one.pk}&run={dd_two.pk}"
+    data = client.get(reverse("selection-export", args=["points.json"]) + query).json()
+    assert data["runs"] == [ar_one.pk, dd_two.pk] and tuple(data["columns"]) == EXPORT_COLUMNS
+    assert {p["run_id"] for p in data["points"]} == {ar_one.pk, dd_two.pk} and len(data["points"]) == 4
+    response = client.get(reverse("selection-export", args=["points.csv"]) + query)
+    rows = list(csv.reader(io.StringIO(b"".join(response.streaming_content).decode())))
+    assert len(rows) == 1 + 4 and f"run{ar_one.pk}-run{dd_two.pk}-points.csv" in response["Content-Disposition"]
+    response = client.get(reverse("selection-export", args=["requests.jsonl"]) + f"?sweep={two.pk}")
+    records = [json.loads(line) for line in b"".join(response.streaming_content).decode().splitlines()]
+    assert len(records) == 2 * 2 * 3 and {r["run_id"] for r in records} == set(two.runs.values_list("pk", flat=True))
+
+
+def test_a_bad_export_selection_is_a_400_that_names_the_problem(catalog, viewer, client):
+    sweep = make_sweep("s1", CONFIGS)
+    client.force_login(viewer)
+    url = reverse("selection-export", args=["points.json"])
+    assert client.get(url).json() == {"error": "nothing selected: give ?sweep=ID or ?run=ID, once per sweep or run"}
+    bad = client.get(url + "?run=x1")
+    assert bad.status_code == 400 and bad.json()["error"] == "bad selection: “x1” is not an id"
+    missing = client.get(url + f"?sweep={sweep.pk}&run=999999")
+    assert missing.status_code == 400 and missing.json()["error"] == "no such run 999999"
+    assert client.get(reverse("selection-export", args=["points.xml"]) + f"?sweep={sweep.pk}").status_code == 404
+
+
 # --- The compare page -------------------------------------------------------------------------
 
 def test_compare_two_sweeps(catalog, viewer, client):
@@ -225,6 +255,14 @@ def test_compare_runs_matches_on_workload_length_and_concurrency(catalog, viewer
     assert len(rows) == 2
     assert rows[0]["cells"][1]["pct"] == pytest.approx(100.0)
     assert rows[1]["cells"][1]["pct"] == pytest.approx((200.0 - 101.0) / 101.0 * 100)
+
+
+def test_compare_links_to_the_exports_of_what_it_compares(catalog, viewer, client):
+    one, two = make_sweep("s1", CONFIGS), make_sweep("s2", CONFIGS)
+    client.force_login(viewer)
+    html = client.get(reverse("compare") + f"?sweep={one.pk}&sweep={two.pk}").content.decode()
+    assert f'{reverse("selection-export", args=["points.csv"])}?sweep={one.pk}&amp;sweep={two.pk}' in html
+    assert reverse("selection-export", args=["requests.jsonl"]) in html
 
 
 def test_compare_bad_input_is_a_message_not_an_error(catalog, viewer, client):
