@@ -1,22 +1,216 @@
-from django.contrib import admin
+from django.contrib import admin, messages
+from django.core.paginator import Paginator
+from django.db import connection
+from django.db.models import Q
+from django.template.response import TemplateResponse
+from django.urls import reverse
+from django.utils.functional import cached_property
+from django.utils.html import format_html, format_html_join
 
-from runs.models import Point, RequestRecord, Run, RunEvent, TelemetrySample
+from runs import curation
+from runs.models import CurationEvent, CurationTarget, Point, RequestRecord, Run, RunEvent, TelemetrySample
+from runs.sweeps import SweepStateError
 
 CURATION_FIELDS = ("excluded", "exclude_reason", "is_baseline", "notes")
+ESTIMATE_ABOVE_ROWS = 10_000
 
 
-class CurationOnlyAdmin(admin.ModelAdmin):
+class EstimatedCountPaginator(Paginator):
+    """Admin lists of the big tables: on PostgreSQL an unfiltered list pages with the
+    planner's row estimate instead of a COUNT(*) over every point or request record.
+    A filtered list, or a small table, counts for real."""
+
+    @cached_property
+    def count(self):
+        query = getattr(self.object_list, "query", None)
+        if connection.vendor == "postgresql" and query is not None and not query.where:
+            with connection.cursor() as cursor:
+                cursor.execute("SELECT reltuples::bigint FROM pg_class WHERE oid = %s::regclass",
+                               [self.object_list.model._meta.db_table])
+                row = cursor.fetchone()
+            if row and row[0] >= ESTIMATE_ABOVE_ROWS:
+                return row[0]
+        return super().count
+
+
+class BigTableAdmin(admin.ModelAdmin):
+    paginator = EstimatedCountPaginator
+    show_full_result_count = False  # no second COUNT(*) of the whole table per page
+
+
+def curation_history_html(target_type, target_id):
+    events = curation.history_of(target_type, target_id)
+    if not events:
+        return "No curation changes."
+    rows = format_html_join(
+        "", "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+        (
+            (e.at.strftime("%Y-%m-%d %H:%M"), e.user.get_username() if e.user else "—", e.get_action_display(),
+             ", ".join(f"{f}: {b!r} → {a!r}" for f, (b, a) in e.changes.items()), e.reason or "—")
+            for e in events
+        ),
+    )
+    return format_html(
+        "<table><thead><tr><th>When</th><th>Who</th><th>What</th><th>Changes</th><th>Why</th></tr></thead>"
+        "<tbody>{}</tbody></table>", rows
+    )
+
+
+def ask_text(modeladmin, request, queryset, action, title, label, apply, required=True):
+    """An action that needs words (a reason, a note): the first POST shows a form for
+    them, the second applies ``apply(queryset, user, text)`` and reports the count."""
+    if "apply" in request.POST:
+        text = request.POST.get("text", "")
+        try:
+            count = apply(queryset, request.user, text)
+        except (curation.CurationError, SweepStateError) as exc:
+            modeladmin.message_user(request, str(exc), messages.ERROR)
+            return None
+        noun = modeladmin.model._meta.verbose_name if count == 1 else modeladmin.model._meta.verbose_name_plural
+        modeladmin.message_user(request, f"{title}: {count} {noun} changed.", messages.SUCCESS)
+        return None
+    return TemplateResponse(request, "admin/runs/curation_text.html", {
+        **modeladmin.admin_site.each_context(request),
+        "title": title,
+        "label": label,
+        "required": required,
+        "action": action,
+        "objects": queryset,
+        "opts": modeladmin.model._meta,
+        "action_checkbox_name": admin.helpers.ACTION_CHECKBOX_NAME,
+    })
+
+
+def export_points_csv(points_filter, name):
+    from runs.views import _export
+
+    return _export("points.csv", points_filter, name, {})
+
+
+class CurationAdmin(BigTableAdmin):
     """Measured values and what was launched are never edited by hand: only the
-    curation flags and notes are writable."""
+    curation flags and notes are writable, and every change is recorded."""
+
+    actions = ["exclude_results", "include_results", "mark_baseline", "annotate", "export_csv"]
 
     def get_readonly_fields(self, request, obj=None):
-        return [f.name for f in self.model._meta.concrete_fields if f.name not in CURATION_FIELDS]
+        return [f.name for f in self.model._meta.concrete_fields if f.name not in CURATION_FIELDS] + ["curation_history"]
 
     def has_add_permission(self, request):
         return False
 
+    def has_curate_permission(self, request):
+        return request.user.has_perm("benchmarks.curate_results")
 
-class ReadOnlyAdmin(admin.ModelAdmin):
+    @admin.display(description="Curation history")
+    def curation_history(self, obj):
+        return curation_history_html(curation.target_of(obj), obj.pk)
+
+    def save_model(self, request, obj, form, change):
+        before = {f: form.initial.get(f) for f in CURATION_FIELDS if f in form.changed_data}
+        if before.get("excluded") is False and obj.excluded and not obj.exclude_reason.strip():
+            # The change form cannot exclude without saying why, as the action cannot.
+            messages.error(request, "Not excluded: an exclusion needs a reason (fill in “Exclude reason”).")
+            obj.excluded = False
+        super().save_model(request, obj, form, change)
+        curation.record_edit(obj, request.user, before, reason=obj.exclude_reason if obj.excluded else "")
+
+    @admin.action(description="Exclude from charts and history (asks for a reason)", permissions=["curate"])
+    def exclude_results(self, request, queryset):
+        return ask_text(self, request, queryset, "exclude_results", "Exclude from charts and history",
+                        "Why are these excluded? (shown wherever they would have been)", curation.exclude)
+
+    @admin.action(description="Include in charts and history again", permissions=["curate"])
+    def include_results(self, request, queryset):
+        count = curation.include(queryset, request.user)
+        self.message_user(request, f"Included again: {count} changed.", messages.SUCCESS)
+
+    @admin.action(description="Mark as the baseline of its series", permissions=["curate"])
+    def mark_baseline(self, request, queryset):
+        try:
+            count = curation.mark_baseline(queryset, request.user)
+        except curation.CurationError as exc:
+            self.message_user(request, str(exc), messages.ERROR)
+            return
+        self.message_user(request, f"Marked as the baseline of its series: {count} changed.", messages.SUCCESS)
+
+    @admin.action(description="Annotate (asks for a note)", permissions=["curate"])
+    def annotate(self, request, queryset):
+        return ask_text(self, request, queryset, "annotate", "Annotate", "Note (appended to the notes)",
+                        curation.annotate)
+
+    @admin.action(description="Export the selection's points as CSV")
+    def export_csv(self, request, queryset):
+        ids = list(queryset.values_list("pk", flat=True))
+        if self.model is Run:
+            return export_points_csv(Q(run_id__in=ids), "runs-selection")
+        return export_points_csv(Q(pk__in=ids), "points-selection")
+
+
+class PointInline(admin.TabularInline):
+    model = Point
+    fields = ("position", "workload", "prompt_tokens", "concurrency", "status", "reason", "decode_tok_s",
+              "output_throughput", "median_ttft_ms", "excluded")
+    readonly_fields = fields
+    ordering = ("position",)
+    extra = 0
+    max_num = 0
+    can_delete = False
+    show_change_link = True
+
+
+class RunEventInline(admin.TabularInline):
+    model = RunEvent
+    fields = ("at", "kind", "message")
+    readonly_fields = fields
+    ordering = ("at", "id")
+    extra = 0
+    max_num = 0
+    can_delete = False
+
+
+@admin.register(Run)
+class RunAdmin(CurationAdmin):
+    list_display = ("id", "sweep", "method", "params_key", "tp", "attempt", "status", "failure_kind", "gpu_model",
+                    "excluded", "is_baseline", "started_at")
+    list_filter = ("status", "failure_kind", "sweep__host", "sweep__host__gpu_model", "method", "tp", "excluded",
+                   "is_baseline")
+    list_select_related = ("sweep", "sweep__host")
+    search_fields = ("sweep__name", "failure_cause", "reason", "engine_version")
+    date_hierarchy = "created_at"
+    inlines = [PointInline, RunEventInline]
+    actions = CurationAdmin.actions + ["rerun"]
+
+    @admin.display(description="GPU model", ordering="sweep__host__gpu_model")
+    def gpu_model(self, obj):
+        return obj.sweep.host.gpu_model or "CPU"
+
+    def has_rerun_permission(self, request):
+        return request.user.has_perm("benchmarks.curate_results") and request.user.has_perm("benchmarks.launch_sweep")
+
+    @admin.action(description="Re-run as a new attempt (the old one is kept)", permissions=["rerun"])
+    def rerun(self, request, queryset):
+        try:
+            new_runs = curation.rerun(queryset.select_related("sweep"), request.user)
+        except SweepStateError as exc:
+            self.message_user(request, str(exc), messages.ERROR)
+            return
+        listing = ", ".join(f"run {r.pk} (attempt {r.attempt})" for r in new_runs)
+        self.message_user(request, f"Re-run queued: {listing}.", messages.SUCCESS)
+
+
+@admin.register(Point)
+class PointAdmin(CurationAdmin):
+    list_display = ("id", "run", "workload", "prompt_tokens", "concurrency", "status", "output_throughput",
+                    "decode_tok_s", "excluded", "is_baseline")
+    list_filter = ("status", "run__sweep__host", "run__sweep__host__gpu_model", "run__method", "run__tp", "workload",
+                   "concurrency", "excluded", "is_baseline")
+    list_select_related = ("run", "workload")
+    search_fields = ("reason", "exclude_reason", "notes", "run__sweep__name")
+    date_hierarchy = "finished_at"
+
+
+class ReadOnlyAdmin(BigTableAdmin):
     """Raw records: shown, never written from the admin."""
 
     def has_add_permission(self, request):
@@ -25,20 +219,8 @@ class ReadOnlyAdmin(admin.ModelAdmin):
     def has_change_permission(self, request, obj=None):
         return False
 
-
-@admin.register(Run)
-class RunAdmin(CurationOnlyAdmin):
-    list_display = ("id", "sweep", "method", "params_key", "tp", "attempt", "status", "failure_kind", "started_at")
-    list_filter = ("status", "failure_kind", "method", "tp", "excluded", "is_baseline")
-    list_select_related = ("sweep",)
-    search_fields = ("sweep__name", "failure_cause")
-
-
-@admin.register(Point)
-class PointAdmin(CurationOnlyAdmin):
-    list_display = ("id", "run", "workload", "prompt_tokens", "concurrency", "status", "output_throughput", "decode_tok_s")
-    list_filter = ("status", "workload", "concurrency", "excluded", "is_baseline")
-    list_select_related = ("run", "workload")
+    def has_delete_permission(self, request, obj=None):
+        return False
 
 
 @admin.register(RequestRecord)
@@ -52,6 +234,7 @@ class RequestRecordAdmin(ReadOnlyAdmin):
 class TelemetrySampleAdmin(ReadOnlyAdmin):
     list_display = ("run", "at", "gpu_index", "memory_used_mib", "utilization_pct", "power_w", "temperature_c")
     list_select_related = ("run",)
+    date_hierarchy = "at"
 
 
 @admin.register(RunEvent)
@@ -59,3 +242,21 @@ class RunEventAdmin(ReadOnlyAdmin):
     list_display = ("run", "at", "kind", "message")
     list_filter = ("kind",)
     list_select_related = ("run",)
+    date_hierarchy = "at"
+
+
+@admin.register(CurationEvent)
+class CurationEventAdmin(ReadOnlyAdmin):
+    list_display = ("at", "user", "action", "target", "reason")
+    list_filter = ("action", "target_type", "user")
+    list_select_related = ("user",)
+    search_fields = ("target_label", "reason")
+    date_hierarchy = "at"
+
+    @admin.display(description="What")
+    def target(self, obj):
+        names = {CurationTarget.RUN: "runs_run_change", CurationTarget.POINT: "runs_point_change",
+                 CurationTarget.KNOWN_FAILURE: "benchmarks_knownfailure_change",
+                 CurationTarget.SWEEP: "benchmarks_sweep_change"}
+        url = reverse(f"admin:{names[obj.target_type]}", args=[obj.target_id])
+        return format_html('<a href="{}">{}</a>', url, obj.target_label or f"{obj.target_type} {obj.target_id}")

@@ -4,8 +4,10 @@ measurement), raw request records, GPU telemetry and the run timeline.
 Measured numbers are plain columns so they can be filtered, aggregated and charted in SQL.
 """
 
+from django.conf import settings
 from django.db import models
 from django.db.models import Q
+from django.utils import timezone
 
 from benchmarks.models import FailureKind, KnownFailure, Method, Sweep, Workload
 from benchmarks.plan import canonical_params
@@ -286,3 +288,48 @@ class RunEvent(models.Model):
 
     def __str__(self):
         return f"{self.kind} at {self.at:%H:%M:%S}"
+
+
+class CurationAction(models.TextChoices):
+    EXCLUDE = "exclude", "Excluded from charts and history"
+    INCLUDE = "include", "Included again"
+    MARK_BASELINE = "mark_baseline", "Marked as the baseline of its series"
+    UNMARK_BASELINE = "unmark_baseline", "No longer the baseline (another was marked)"
+    ANNOTATE = "annotate", "Annotated"
+    RERUN = "rerun", "Re-run as a new attempt"
+    LIFT_QUARANTINE = "lift_quarantine", "Quarantine lifted"
+    REIMPOSE_QUARANTINE = "reimpose_quarantine", "Quarantine re-imposed"
+    EDIT = "edit", "Edited in the admin"
+
+
+class CurationTarget(models.TextChoices):
+    SWEEP = "sweep", "Sweep"
+    RUN = "run", "Run"
+    POINT = "point", "Point"
+    KNOWN_FAILURE = "knownfailure", "Known failure"
+
+
+class CurationEvent(models.Model):
+    """Who changed which curation flag of what, when and why. Written by runs.curation,
+    never edited; kept when its object is deleted."""
+
+    at = models.DateTimeField(default=timezone.now)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL,
+                             related_name="curation_events")
+    action = models.CharField(max_length=30, choices=CurationAction.choices)
+    target_type = models.CharField(max_length=20, choices=CurationTarget.choices)
+    target_id = models.PositiveBigIntegerField()
+    target_label = models.CharField(max_length=300, blank=True, help_text="What it was, in words, when it happened.")
+    changes = models.JSONField(default=dict, blank=True, help_text="field -> [before, after]")
+    reason = models.TextField(blank=True)
+
+    class Meta:
+        indexes = [
+            # An object's curation history, newest first (the admin page, the history tooltips).
+            models.Index(fields=["target_type", "target_id", "at"], name="curation_target_at_idx"),
+            # The admin index: the latest curation changes.
+            models.Index(fields=["at"], name="curation_at_idx"),
+        ]
+
+    def __str__(self):
+        return f"{self.get_action_display()}: {self.target_type} {self.target_id}"

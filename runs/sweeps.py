@@ -146,6 +146,54 @@ def resume_sweep(sweep, enqueue=True):
     return run_ids
 
 
+CONTEXT_CAP_PREFIX = "context cap:"
+
+
+def queue_new_attempts(runs, message):
+    """A new attempt of each run (same sweep and configuration, attempt + 1, ``retry_of``
+    the old one) with its points planned again, queued on the sweep's host after commit.
+    A point the context cap skipped stays skipped; a quarantined run is retried anyway.
+    Active runs are refused: they are still being measured."""
+    active = [r for r in runs if r.status in ACTIVE_RUN]
+    if active:
+        names = ", ".join(f"run {r.pk} ({r.get_status_display().lower()})" for r in active)
+        raise SweepStateError(f"{names} still in progress: wait for it to finish or cancel its sweep")
+    drafts = [r for r in runs if r.sweep.status == SweepStatus.DRAFT]
+    if drafts:
+        raise SweepStateError(f"run {drafts[0].pk} belongs to draft sweep {drafts[0].sweep_id}: launch the sweep instead")
+    new_runs = []
+    for old in runs:
+        latest = Run.objects.filter(
+            sweep_id=old.sweep_id, method=old.method, params_key=old.params_key, tp=old.tp
+        ).aggregate(models.Max("attempt"))["attempt__max"]
+        run = Run.objects.create(
+            sweep_id=old.sweep_id, position=old.position, method=old.method, params=old.params, tp=old.tp,
+            attempt=latest + 1, retry_of=old, status=RunStatus.PLANNED, known_failure=old.known_failure,
+            retry_quarantined=old.retry_quarantined or old.known_failure_id is not None,
+        )
+        Point.objects.bulk_create(
+            Point(
+                run=run, position=p.position, workload_id=p.workload_id, prompt_tokens=p.prompt_tokens,
+                max_new_tokens=p.max_new_tokens, concurrency=p.concurrency, request_rate=p.request_rate,
+                **({"status": p.status, "reason": p.reason} if p.reason.startswith(CONTEXT_CAP_PREFIX) else {}),
+            )
+            for p in old.points.order_by("position")
+        )
+        new_runs.append(run)
+    by_sweep = {}
+    for run in new_runs:
+        by_sweep.setdefault(run.sweep_id, []).append(run.pk)
+    for sweep_id, run_ids in by_sweep.items():
+        sweep = Sweep.objects.select_for_update().select_related("host").get(pk=sweep_id)
+        _queue_runs(sweep, Run.objects.filter(pk__in=run_ids), message)
+        if sweep.status in (SweepStatus.DONE, SweepStatus.CANCELLED):
+            sweep.status = SweepStatus.QUEUED
+            sweep.finished_at = None
+            sweep.save(update_fields=["status", "finished_at"])
+        _enqueue(sweep, run_ids)
+    return new_runs
+
+
 def refresh_sweep_status(sweep_id):
     """A sweep's status follows its runs (a cancelled one stays cancelled)."""
     statuses = set(Run.objects.filter(sweep_id=sweep_id).values_list("status", flat=True))

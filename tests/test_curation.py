@@ -1,0 +1,272 @@
+"""Curation in the admin: each action, its audit record, read-only measurements, and the
+role boundaries of the admin."""
+
+import csv
+import io
+from io import StringIO
+
+import pytest
+from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
+from django.contrib.auth.models import Group, User
+from django.core.management import call_command
+from django.urls import reverse
+from django.utils import timezone
+
+from benchmarks.models import LLM, Engine, FailureKind, Host, KnownFailure, Sweep, SweepStatus, Workload
+from runs import curation
+from runs.models import CurationAction, CurationEvent, Point, PointStatus, Run, RunEvent, RunEventKind, RunStatus
+
+
+@pytest.fixture
+def catalog(db):
+    call_command("seed_demo", stdout=StringIO())
+
+
+def staff_in(group, name=None):
+    user = User.objects.create_user(name or group, password=f"pw-{group}-12345", is_staff=True)
+    user.groups.add(Group.objects.get(name=group))
+    return user
+
+
+@pytest.fixture
+def curator(catalog):
+    return staff_in("curator", "cora")
+
+
+def make_sweep(name="s", decode=(100.0, 110.0), status=SweepStatus.DONE, sweep_status_points=PointStatus.OK):
+    host = Host.objects.get(name="sim-8x-rtxpro6000")
+    sweep = Sweep.objects.create(name=name, spec={}, host=host, engine=Engine.objects.get(name="sglang-sim"),
+                                 llm=LLM.objects.get(name="Qwen/Qwen3.6-27B"), status=status)
+    workload = Workload.objects.get(name="long-context")
+    run = Run.objects.create(sweep=sweep, position=0, method="ddtree", params={"budget": 15, "topk_cap": 8}, tp=1,
+                             status=RunStatus.DONE, engine_version="sim 1.0", started_at=timezone.now())
+    for i, value in enumerate(decode):
+        Point.objects.create(run=run, position=i, workload=workload, prompt_tokens=1000 * (i + 1), max_new_tokens=64,
+                             concurrency=1, status=sweep_status_points, decode_tok_s=value, finished_at=timezone.now())
+    return sweep
+
+
+def act(client, model, action, ids, **extra):
+    url = reverse(f"admin:{model}_changelist")
+    return client.post(url, {"action": action, ACTION_CHECKBOX_NAME: [str(i) for i in ids], **extra}, follow=True)
+
+
+def messages_of(response):
+    return [str(m) for m in response.context["messages"]]
+
+
+def test_excluding_asks_for_a_reason_then_stores_it_with_an_audit_record(curator, client):
+    sweep = make_sweep()
+    points = list(Point.objects.filter(run__sweep=sweep).order_by("position"))
+    client.force_login(curator)
+    form = act(client, "runs_point", "exclude_results", [p.pk for p in points])
+    assert form.status_code == 200 and 'name="text"' in form.content.decode()
+    assert not Point.objects.filter(excluded=True).exists()
+    done = act(client, "runs_point", "exclude_results", [p.pk for p in points], apply="1", text="thermal throttling")
+    assert "Exclude from charts and history: 2 points changed." in messages_of(done)
+    assert set(Point.objects.values_list("excluded", "exclude_reason")) == {(True, "thermal throttling")}
+    events = list(CurationEvent.objects.order_by("target_id"))
+    assert [(e.action, e.target_type, e.target_id, e.user, e.reason) for e in events] == [
+        (CurationAction.EXCLUDE, "point", p.pk, curator, "thermal throttling") for p in points
+    ]
+    assert events[0].changes == {"excluded": [False, True], "exclude_reason": ["", "thermal throttling"]}
+    # The audit is shown on the object.
+    page = client.get(reverse("admin:runs_point_change", args=[points[0].pk])).content.decode()
+    assert "Curation history" in page and "thermal throttling" in page and "cora" in page
+
+
+def test_an_exclusion_without_a_reason_changes_nothing(curator, client):
+    sweep = make_sweep()
+    client.force_login(curator)
+    ids = list(Point.objects.filter(run__sweep=sweep).values_list("pk", flat=True))
+    response = act(client, "runs_point", "exclude_results", ids, apply="1", text="   ")
+    assert any("needs a reason" in m for m in messages_of(response))
+    assert not Point.objects.filter(excluded=True).exists() and not CurationEvent.objects.exists()
+
+
+def test_include_again_clears_the_exclusion_and_is_recorded(curator, client):
+    sweep = make_sweep()
+    run = sweep.runs.get()
+    curation.exclude(Run.objects.filter(pk=run.pk), curator, "bad driver")
+    client.force_login(curator)
+    response = act(client, "runs_run", "include_results", [run.pk])
+    assert "Included again: 1 changed." in messages_of(response)
+    run.refresh_from_db()
+    assert (run.excluded, run.exclude_reason) == (False, "")
+    assert list(CurationEvent.objects.order_by("id").values_list("action", flat=True)) == ["exclude", "include"]
+
+
+def test_marking_a_baseline_unmarks_the_previous_one_of_the_same_series(curator, client):
+    old, new = make_sweep("old"), make_sweep("new")
+    old_point = Point.objects.get(run__sweep=old, position=0)
+    new_point = Point.objects.get(run__sweep=new, position=0)
+    other_length = Point.objects.get(run__sweep=new, position=1)  # another series
+    client.force_login(curator)
+    act(client, "runs_point", "mark_baseline", [old_point.pk, other_length.pk])
+    response = act(client, "runs_point", "mark_baseline", [new_point.pk])
+    assert "Marked as the baseline of its series: 1 changed." in messages_of(response)
+    assert set(Point.objects.filter(is_baseline=True).values_list("pk", flat=True)) == {new_point.pk, other_length.pk}
+    unmark = CurationEvent.objects.get(action=CurationAction.UNMARK_BASELINE)
+    assert unmark.target_id == old_point.pk and f"point {new_point.pk}" in unmark.reason
+    same_series = act(client, "runs_point", "mark_baseline", [old_point.pk, new_point.pk])
+    assert any("are the same series" in m for m in messages_of(same_series))
+    assert Point.objects.get(pk=new_point.pk).is_baseline
+
+
+def test_annotating_appends_the_note(curator, client):
+    run = make_sweep().runs.get()
+    client.force_login(curator)
+    act(client, "runs_run", "annotate", [run.pk], apply="1", text="driver 580.1")
+    response = act(client, "runs_run", "annotate", [run.pk], apply="1", text="rerun after reboot")
+    assert "Annotate: 1 run changed." in messages_of(response)
+    run.refresh_from_db()
+    assert run.notes == "driver 580.1\nrerun after reboot"
+    assert CurationEvent.objects.filter(action=CurationAction.ANNOTATE).count() == 2
+
+
+def test_rerun_makes_a_new_attempt_and_keeps_the_old_one(curator, client, django_capture_on_commit_callbacks):
+    sweep = make_sweep(sweep_status_points=PointStatus.CRASHED)
+    old = sweep.runs.get()
+    Run.objects.filter(pk=old.pk).update(status=RunStatus.CRASHED, failure_kind=FailureKind.KILLED)
+    Point.objects.filter(run=old, position=1).update(status=PointStatus.SKIPPED, reason="context cap: 2000 + 64 > 1")
+    client.force_login(curator)
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        response = act(client, "runs_run", "rerun", [old.pk])
+    new = Run.objects.exclude(pk=old.pk).get()
+    assert f"Re-run queued: run {new.pk} (attempt 2)." in messages_of(response)
+    assert (new.attempt, new.retry_of_id, new.status, new.method, new.params, new.tp) == (
+        2, old.pk, RunStatus.QUEUED, old.method, old.params, old.tp)
+    assert list(new.points.order_by("position").values_list("status", flat=True)) == ["planned", "skipped"]
+    assert Run.objects.get(pk=old.pk).status == RunStatus.CRASHED  # kept as it was
+    sweep.refresh_from_db()
+    assert sweep.status == SweepStatus.QUEUED and len(callbacks) == 1
+    assert RunEvent.objects.filter(run=new, kind=RunEventKind.QUEUED).exists()
+    event = CurationEvent.objects.get(action=CurationAction.RERUN)
+    assert (event.target_id, event.changes) == (old.pk, {"rerun_as": [None, new.pk]})
+    # A run still being measured is not re-run.
+    busy = act(client, "runs_run", "rerun", [new.pk])
+    assert any("still in progress" in m for m in messages_of(busy))
+    assert Run.objects.count() == 2
+
+
+def _known_failure():
+    host = Host.objects.get(name="sim-8x-rtxpro6000")
+    return KnownFailure.objects.create(
+        engine_kind="sglang", llm=LLM.objects.get(name="Qwen/Qwen3.6-27B"), method="ddtree",
+        params={"budget": 8, "topk_cap": 8}, tp=1, compute_capability=host.compute_capability,
+        failure_kind=FailureKind.CUDA_ILLEGAL_INSTRUCTION, signature="an illegal instruction was encountered",
+        first_seen_at=timezone.now(), last_seen_at=timezone.now(),
+    )
+
+
+def test_lifting_and_reimposing_a_quarantine_ask_why_and_are_recorded(curator, client):
+    kf = _known_failure()
+    client.force_login(curator)
+    response = act(client, "benchmarks_knownfailure", "lift", [kf.pk], apply="1", text="fixed in sglang 0.5.3")
+    assert "Lift the quarantine: 1 known failure changed." in messages_of(response)
+    kf.refresh_from_db()
+    assert (kf.active, kf.lifted_by, kf.lift_reason) == (False, curator, "fixed in sglang 0.5.3") and kf.lifted_at
+    act(client, "benchmarks_knownfailure", "reimpose", [kf.pk], apply="1", text="crashed again on 0.5.3")
+    kf.refresh_from_db()
+    assert (kf.active, kf.lifted_at, kf.lift_reason) == (True, None, "")
+    assert list(CurationEvent.objects.order_by("id").values_list("action", "reason")) == [
+        ("lift_quarantine", "fixed in sglang 0.5.3"), ("reimpose_quarantine", "crashed again on 0.5.3")]
+    page = client.get(reverse("admin:benchmarks_knownfailure_change", args=[kf.pk])).content.decode()
+    assert "crashed again on 0.5.3" in page
+    assert 'name="active"' not in page  # not edited by hand: the actions do it, with a reason
+
+
+def test_export_actions_return_the_selection_as_csv(curator, client):
+    sweep = make_sweep()
+    make_sweep("other")
+    client.force_login(curator)
+    for model, ids in (("runs_run", [sweep.runs.get().pk]), ("benchmarks_sweep", [sweep.pk]),
+                       ("runs_point", list(Point.objects.filter(run__sweep=sweep).values_list("pk", flat=True)))):
+        response = client.post(reverse(f"admin:{model}_changelist"),
+                               {"action": "export_csv", ACTION_CHECKBOX_NAME: [str(i) for i in ids]})
+        rows = list(csv.DictReader(io.StringIO(b"".join(response.streaming_content).decode())))
+        assert {int(r["sweep_id"]) for r in rows} == {sweep.pk} and len(rows) == 2, model
+    kf = _known_failure()
+    response = client.post(reverse("admin:benchmarks_knownfailure_changelist"),
+                           {"action": "export_csv", ACTION_CHECKBOX_NAME: [str(kf.pk)]})
+    rows = list(csv.DictReader(io.StringIO(response.content.decode())))
+    assert rows[0]["signature"] == "an illegal instruction was encountered"
+
+
+def test_measured_values_are_read_only_and_flag_edits_are_recorded(curator, client):
+    point = Point.objects.filter(run__sweep=make_sweep()).first()
+    client.force_login(curator)
+    url = reverse("admin:runs_point_change", args=[point.pk])
+    page = client.get(url).content.decode()
+    assert 'name="decode_tok_s"' not in page and 'name="status"' not in page and 'name="notes"' in page
+    response = client.post(url, {"decode_tok_s": "999", "status": "crashed", "excluded": "on",
+                                 "exclude_reason": "outlier", "notes": "", "is_baseline": ""})
+    assert response.status_code == 302
+    point.refresh_from_db()
+    assert (point.decode_tok_s, point.status, point.excluded, point.exclude_reason) == (100.0, "ok", True, "outlier")
+    event = CurationEvent.objects.get()
+    assert event.action == CurationAction.EDIT and event.changes["excluded"] == [False, True]
+    # Raw records cannot be changed by anyone.
+    admin_user = User.objects.get(username="admin")
+    client.force_login(admin_user)
+    assert client.get(reverse("admin:runs_requestrecord_add")).status_code == 403
+
+
+def test_roles_in_the_admin(catalog, client):
+    sweep = make_sweep()
+    point = Point.objects.filter(run__sweep=sweep).first()
+    engine = Engine.objects.get(name="sglang-sim")
+    argv = list(engine.argv_template)
+    # An operator without staff status is sent to the admin login.
+    operator = User.objects.create_user("otto", password="pw-otto-12345")
+    operator.groups.add(Group.objects.get(name="operator"))
+    client.force_login(operator)
+    response = client.get(reverse("admin:runs_point_changelist"))
+    assert response.status_code == 302 and "/admin/login/" in response["Location"]
+    # A viewer with staff status reads, but has no curation action and cannot change flags.
+    viewer = staff_in("viewer", "vera")
+    client.force_login(viewer)
+    page = client.get(reverse("admin:runs_point_changelist"))
+    assert page.status_code == 200 and "exclude_results" not in page.content.decode()
+    act(client, "runs_point", "exclude_results", [point.pk], apply="1", text="no")
+    assert client.post(reverse("admin:runs_point_change", args=[point.pk]), {"excluded": "on"}).status_code == 403
+    assert not Point.objects.filter(excluded=True).exists() and not CurationEvent.objects.exists()
+    # A curator curates, but cannot change what a host executes.
+    curator = staff_in("curator", "cora")
+    client.force_login(curator)
+    assert "exclude_results" in client.get(reverse("admin:runs_point_changelist")).content.decode()
+    url = reverse("admin:benchmarks_engine_change", args=[engine.pk])
+    assert client.post(url, {"name": "sglang-sim", "argv_template": '["rm", "-rf", "/"]'}).status_code == 403
+    assert client.get(reverse("admin:benchmarks_host_add")).status_code == 403
+    engine.refresh_from_db()
+    assert engine.argv_template == argv
+    # Curators are operators too: they may re-run (it launches a server).
+    assert "rerun" in client.get(reverse("admin:runs_run_changelist")).content.decode()
+
+
+def test_the_admin_index_shows_running_sweeps_crashes_and_quarantines(curator, client):
+    running = make_sweep("busy-sweep", status=SweepStatus.RUNNING)
+    crashed = make_sweep("crashy").runs.get()
+    Run.objects.filter(pk=crashed.pk).update(status=RunStatus.CRASHED, failure_kind=FailureKind.CUDA_OOM,
+                                             finished_at=timezone.now())
+    _known_failure()
+    client.force_login(curator)
+    page = client.get(reverse("admin:index")).content.decode()
+    assert f"#{running.pk} busy-sweep" in page
+    assert dict(FailureKind.choices)[FailureKind.CUDA_OOM] in page
+    assert "ddtree {&quot;budget&quot;:8,&quot;topk_cap&quot;:8} TP1" in page
+
+
+@pytest.mark.skipif("not __import__('django.db').db.connection.vendor == 'postgresql'")
+def test_a_big_unfiltered_list_pages_with_the_row_estimate(curator, monkeypatch):
+    from django.db import connection
+
+    from runs import admin as runs_admin
+
+    make_sweep(decode=[1.0] * 30)
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE runs_point")
+    monkeypatch.setattr(runs_admin, "ESTIMATE_ABOVE_ROWS", 1)
+    estimated = runs_admin.EstimatedCountPaginator(Point.objects.order_by("id"), 10).count
+    filtered = runs_admin.EstimatedCountPaginator(Point.objects.filter(position__lt=5).order_by("id"), 10).count
+    assert estimated > 0 and filtered == 5
