@@ -7,6 +7,7 @@ returns the number of objects changed. The admin actions and the change forms ca
 """
 
 from django.db import transaction
+from django.db.models import Q
 from django.utils import timezone
 
 from benchmarks.models import KnownFailure
@@ -197,3 +198,28 @@ def history_of(target_type, target_id, limit=50):
         .select_related("user")
         .order_by("-at", "-id")[:limit]
     )
+
+
+def notes_for(point_ids, run_ids, per_object=3):
+    """Point id -> the latest curation changes of the point and of its run, in words, for
+    tooltips: "Excluded from charts and history by cora on 2026-12-02: thermal throttling".
+    One query. ``run_ids`` maps point id -> run id."""
+    events = (
+        CurationEvent.objects.filter(
+            Q(target_type=CurationTarget.POINT, target_id__in=list(point_ids))
+            | Q(target_type=CurationTarget.RUN, target_id__in=set(run_ids.values()))
+        )
+        .select_related("user")
+        .order_by("-at", "-id")
+    )
+    by_target = {}
+    for e in events:
+        texts = by_target.setdefault((e.target_type, e.target_id), [])
+        if len(texts) < per_object:
+            who = e.user.get_username() if e.user else "someone"
+            scope = "run: " if e.target_type == CurationTarget.RUN else ""
+            texts.append(f"{scope}{e.get_action_display()} by {who} on {e.at:%Y-%m-%d}" + (f": {e.reason}" if e.reason else ""))
+    return {
+        pid: by_target.get((CurationTarget.POINT, pid), []) + by_target.get((CurationTarget.RUN, run_ids[pid]), [])
+        for pid in point_ids
+    }

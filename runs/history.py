@@ -73,7 +73,7 @@ def series_points(filters, metric):
     concurrency, gpu (``Host.gpu_model``; "" for a CPU host).
 
     Each row: value, finished_at, sweep_id, sweep_name, run_id, engine_version, excluded
-    (point or run excluded) and exclude_reason (the point's, else the run's).
+    (point or run excluded), exclude_reason (the point's, else the run's) and is_baseline.
     """
     validate_metric(metric)
     missing = [k for k in ("model", "engine", "method", "tp", "workload", "concurrency") if filters.get(k) in (None, "")]
@@ -108,7 +108,7 @@ def series_points(filters, metric):
         .order_by(F("finished_at").asc(nulls_last=True), "id")
         .values(
             "id", "value", "finished_at", "sweep_id", "sweep_name", "run_id", "engine_version",
-            "excluded", "exclude_reason", "run_excluded", "run_exclude_reason",
+            "excluded", "exclude_reason", "run_excluded", "run_exclude_reason", "is_baseline",
         )
     )
     points = []

@@ -21,6 +21,7 @@ from runs import compare as compare_lib
 from runs import metrics
 from runs import history as hist
 from runs.charts import sweep_charts as build_sweep_charts
+from runs.curation import notes_for
 from runs.estimate import estimate as estimate_duration
 from runs.estimate import load_history
 from runs.models import Point, PointStatus, RequestRecord, Run, RunEvent
@@ -580,10 +581,13 @@ def history_data(request):
     flagged = {
         f["index"]: f for f in hist.detect_regressions(points, window=window, threshold=threshold, higher_is_better=higher)
     }
+    notes = notes_for([p["id"] for p in points], {p["id"]: p["run_id"] for p in points})
     out = []
     regressions = []
     for index, p in enumerate(points):
         item = {
+            "curation": notes[p["id"]],
+            "baseline": p["is_baseline"],
             "x": p["finished_at"].isoformat() if p["finished_at"] else None,
             "y": p["value"],
             "sweep": p["sweep_id"],

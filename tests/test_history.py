@@ -270,6 +270,27 @@ def test_history_json_query_count_is_constant(catalog, viewer, client, django_as
     for i in range(n):
         add_point(make_sweep(f"q-{i}"), T0 + timedelta(days=i), 100.0 + i % 2)
     client.force_login(viewer)
-    with django_assert_max_num_queries(3):  # session, user, the series
+    with django_assert_max_num_queries(4):  # session, user, the series, its curation notes
         response = client.get(reverse("history-data"), query({**SERIES, "gpu": gpu}))
     assert response.status_code == 200 and len(response.json()["points"]) == n
+
+
+def test_history_tooltips_carry_the_curation_of_each_point(series, viewer, client):
+    from runs import curation
+
+    curator = User.objects.create_user("cora", password="pw-cora-12345")
+    target = Point.objects.get(run__sweep__name="hist-4", prompt_tokens=3000, run__tp=4, concurrency=1,
+                               run__method="ddtree")
+    curation.exclude(Point.objects.filter(pk=target.pk), curator, "a noisy neighbour on the host")
+    curation.mark_baseline(Point.objects.filter(run__sweep__name="hist-0", prompt_tokens=3000, run__tp=4,
+                                                concurrency=1, run__method="ddtree"), curator)
+    client.force_login(viewer)
+    data = client.get(reverse("history-data"), query(series, show_excluded=1)).json()
+    (excluded,) = [p for p in data["points"] if p["point"] == target.pk]
+    assert excluded["excluded"] and excluded["exclude_reason"] == "a noisy neighbour on the host"
+    assert excluded["curation"] == [
+        f"Excluded from charts and history by cora on {datetime.now(timezone.utc):%Y-%m-%d}: a noisy neighbour on the host"]
+    assert data["points"][0]["baseline"] and data["points"][0]["curation"][0].startswith("Marked as the baseline")
+    # Hidden by default, and the drop it had is no longer flagged.
+    default = client.get(reverse("history-data"), query(series)).json()
+    assert target.pk not in [p["point"] for p in default["points"]] and default["regressions"] == []

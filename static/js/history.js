@@ -72,6 +72,8 @@
     if (p.engine_version) lines.push("engine " + p.engine_version);
     if (p.z !== undefined) lines.push(p.z === null ? "change " + (p.change * 100).toFixed(1) + " %" : "z = " + p.z.toFixed(2));
     if (p.excluded) lines.push("excluded: " + (p.exclude_reason || "no reason given"));
+    if (p.baseline) lines.push("the baseline of this series");
+    (p.curation || []).forEach(function (note) { lines.push(note); });
     return lines;
   }
 
