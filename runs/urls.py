@@ -15,6 +15,7 @@ urlpatterns = [
     path("sweeps/<int:sweep_id>/charts.json", views.sweep_charts, name="sweep-charts"),
     path("history/", views.history, name="history"),
     path("history.json", views.history_data, name="history-data"),
+    path("history/export/<str:kind>", views.history_export, name="history-export"),
     path("sweeps/<int:sweep_id>/points.csv", views.sweep_points_csv, name="sweep-points-csv"),
     path("sweeps/<int:sweep_id>/points.json", views.sweep_points_json, name="sweep-points-json"),
     path("sweeps/<int:sweep_id>/requests.jsonl", views.sweep_requests_jsonl, name="sweep-requests-jsonl"),

@@ -631,6 +631,20 @@ def history_data(request):
     })
 
 
+@login_required
+def history_export(request, kind):
+    """The exports of one history series (the history page's query): its ok points with
+    their configuration, excluded ones included and flagged, and their request records."""
+    if kind not in EXPORT_KINDS:
+        raise Http404(f"no export {kind!r}: expected one of {', '.join(EXPORT_KINDS)}")
+    try:
+        filters, metric, _, _, _ = _history_query(request.GET)
+        point_ids = [p["id"] for p in hist.series_points(filters, metric)]
+    except ValueError as exc:
+        return JsonResponse({"error": str(exc)}, status=400)
+    return _export(kind, Q(pk__in=point_ids), "history", {"series": filters, "metric": metric})
+
+
 # --- Export (points.csv, points.json, requests.jsonl) and the compare page -----------------
 
 

@@ -294,3 +294,17 @@ def test_history_tooltips_carry_the_curation_of_each_point(series, viewer, clien
     # Hidden by default, and the drop it had is no longer flagged.
     default = client.get(reverse("history-data"), query(series)).json()
     assert target.pk not in [p["point"] for p in default["points"]] and default["regressions"] == []
+
+
+def test_a_series_exports_its_points_and_requests(series, viewer, client):
+    client.force_login(viewer)
+    page = client.get(reverse("history"), query(series)).content.decode()
+    assert reverse("history-export", args=["points.csv"]) in page
+    data = client.get(reverse("history-export", args=["points.json"]), query(series)).json()
+    assert data["metric"] == "decode_tok_s" and len(data["points"]) == 7
+    assert sorted(p["decode_tok_s"] for p in data["points"]) == [10.0, 60, 99, 100, 100, 100, 101]
+    assert [p["excluded"] for p in data["points"]].count(True) == 1
+    csv_rows = b"".join(client.get(reverse("history-export", args=["points.csv"]), query(series)).streaming_content)
+    assert len(csv_rows.decode().strip().splitlines()) == 1 + 7
+    bad = client.get(reverse("history-export", args=["points.json"]), query(series, tp="four"))
+    assert bad.status_code == 400 and "tp" in bad.json()["error"]
