@@ -17,7 +17,7 @@ The JSON shape (``build_charts``)::
                  "datasets": [{"kind": "value" | "marker", "type": "bar" | "line" | "scatter",
                                "label", "data", "backgroundColor", "borderColor", ...}]}]}
 
-Value datasets also carry ``config``, ``method``, ``tp`` and ``params``; marker datasets carry
+Value datasets also carry ``config``, ``method``, ``tp``, ``params``, ``run`` and ``sweep``; marker datasets carry
 ``status`` and data items ``{"x", "y", "config", "status", "reason"}``.
 """
 
@@ -119,6 +119,7 @@ class Config:
 
     def __init__(self, row):
         self.run_id = row["id"]
+        self.sweep_id = row["sweep_id"]
         self.method = row["method"]
         self.params = row["params"] or {}
         self.tp = row["tp"]
@@ -135,7 +136,7 @@ class Config:
 
     def identity(self):
         return {"config": self.label, "method": self.method, "tp": self.tp, "params": self.params,
-                "run": self.run_id}
+                "run": self.run_id, "sweep": self.sweep_id}
 
 
 def load(sweep_id=None, run_ids=None):
@@ -144,14 +145,23 @@ def load(sweep_id=None, run_ids=None):
     if sweep_id is not None:
         runs = runs.filter(sweep_id=sweep_id)
     if run_ids is not None:
-        runs = runs.filter(pk__in=list(run_ids))
+        run_ids = list(run_ids)
+        runs = runs.filter(pk__in=run_ids)
     rows = runs.order_by("position", "attempt", "id").values(
-        "id", "method", "params", "params_key", "tp", "position", "attempt"
+        "id", "sweep_id", "method", "params", "params_key", "tp", "position", "attempt"
     )
-    latest = {}
-    for row in rows:  # a retry replaces the attempt before it
-        latest[(row["method"], row["params_key"], row["tp"])] = row
-    configs = [Config(row) for row in sorted(latest.values(), key=lambda r: (r["position"], r["id"]))]
+    if run_ids is None:
+        latest = {}
+        for row in rows:  # a retry replaces the attempt before it
+            latest[(row["method"], row["params_key"], row["tp"])] = row
+        chosen = sorted(latest.values(), key=lambda r: (r["position"], r["id"]))
+    else:
+        # Chosen runs are all shown, in the order given: the same configuration in two
+        # sweeps (last week's and this week's) is exactly what such a selection compares.
+        order = {run_id: i for i, run_id in enumerate(run_ids)}
+        chosen = sorted(rows, key=lambda r: order[r["id"]])
+    configs = [Config(row) for row in chosen]
+    _disambiguate(configs, chosen)
     by_run = {config.run_id: config for config in configs}
     points = (
         Point.objects.filter(run_id__in=list(by_run), excluded=False)
@@ -165,13 +175,28 @@ def load(sweep_id=None, run_ids=None):
     return configs
 
 
+def _disambiguate(configs, rows):
+    """Labels that tell the runs apart: the sweep when they come from several, the attempt
+    when one configuration appears twice in one sweep."""
+    if len({c.sweep_id for c in configs}) > 1:
+        for config in configs:
+            config.label = f"#{config.sweep_id} {config.label}"
+    seen = defaultdict(int)
+    for config in configs:
+        seen[config.label] += 1
+    attempts = {row["id"]: row["attempt"] for row in rows}
+    for config in configs:
+        if seen[config.label] > 1:
+            config.label = f"{config.label} attempt {attempts[config.run_id]}"
+
+
 def _colour(configs):
     """Shades within a method ordered by parameter values, then TP: the same in every chart."""
     by_method = defaultdict(list)
     for config in configs:
         by_method[config.method].append(config)
     for method, group in by_method.items():
-        group = sorted(group, key=lambda c: (_params_order(c.params), c.tp))
+        group = sorted(group, key=lambda c: (_params_order(c.params), c.tp, c.sweep_id, c.run_id))
         for config, colour in zip(group, shades(method, len(group))):
             config.colour = colour
 
@@ -460,7 +485,8 @@ def concurrency_charts(configs, shapes):
 
 
 def build_charts(sweep_id=None, run_ids=None):
-    """Every comparison chart of a sweep, or of the given runs, as Chart.js-ready dicts."""
+    """Every comparison chart of a sweep, or of the given runs (in that order, from any
+    sweeps), as Chart.js-ready dicts."""
     configs = load(sweep_id=sweep_id, run_ids=run_ids)
     shapes = _shapes(configs)
     many = len({shape[2] for shape in shapes}) > 1

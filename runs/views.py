@@ -8,7 +8,7 @@ from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_required, permission_required
 from django.core.paginator import Paginator
-from django.db.models import Count, Prefetch, Q
+from django.db.models import Count, Q
 from django.http import Http404, HttpResponseForbidden, JsonResponse, StreamingHttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -19,11 +19,14 @@ from benchmarks.models import Sweep, SweepStatus
 from benchmarks.spec import DEFAULTS, METHOD_PARAMS, OPTION_DEFAULTS, SpecError, dump_yaml, load_yaml, validate
 from runs import compare as compare_lib
 from runs import metrics
+from runs import points_table as points_table_lib
 from runs import history as hist
+from runs.charts import run_charts as build_run_charts
 from runs.charts import sweep_charts as build_sweep_charts
 from runs.curation import notes_for
 from runs.estimate import estimate as estimate_duration
 from runs.estimate import load_history
+from runs.gpu_series import gpu_series
 from runs.models import Point, PointStatus, RequestRecord, Run, RunEvent
 from runs.sweeps import SweepStateError, cancel_sweep, create_sweep, launch_sweep, plan_spec, resume_sweep
 
@@ -58,38 +61,34 @@ def sweep_list(request):
 
 @login_required
 def sweep_detail(request, sweep_id):
+    """The sweep page. Run rows carry point counts per status from one aggregate query;
+    the points themselves come page by page from points-table.json."""
     sweep = get_object_or_404(Sweep.objects.select_related("host", "engine", "llm", "owner"), pk=sweep_id)
-    points = Point.objects.select_related("workload").order_by("position")
-    runs = list(
-        Run.objects.filter(sweep=sweep)
-        .select_related("known_failure")
-        .prefetch_related(Prefetch("points", queryset=points))
-        .order_by("position")
-    )
+    runs = list(Run.objects.filter(sweep=sweep).select_related("known_failure").order_by("position"))
+    per_run = {run.pk: {} for run in runs}
     counts = {}
+    rows = Point.objects.filter(run__sweep=sweep).values("run_id", "status").annotate(n=Count("id")).order_by()
+    for row in rows:
+        per_run.setdefault(row["run_id"], {})[row["status"]] = row["n"]
+        counts[row["status"]] = counts.get(row["status"], 0) + row["n"]
     for run in runs:
-        run.status_counts = {}
-        for point in run.points.all():
-            run.status_counts[point.status] = run.status_counts.get(point.status, 0) + 1
-            counts[point.status] = counts.get(point.status, 0) + 1
-        run.point_total = len(run.points.all())
-    point_total = sum(counts.values())
-    # Progress over the points there is something to do for: skipped ones are settled.
-    to_measure = point_total - counts.get(PointStatus.SKIPPED, 0)
-    finished = to_measure - counts.get(PointStatus.PLANNED, 0)
+        # In the order statuses are declared, as progress.json sends them.
+        run.status_counts = {v: per_run[run.pk][v] for v in PointStatus.values if per_run[run.pk].get(v)}
+        run.point_total = sum(run.status_counts.values())
+    progress = _point_progress(counts)
     return render(
         request,
         "runs/sweep_detail.html",
         {
             "sweep": sweep,
             "runs": runs,
-            "point_total": point_total,
+            "point_total": progress["total"],
             "status_counts": [
                 (value, label, counts[value]) for value, label in PointStatus.choices if counts.get(value)
             ],
-            "points_to_measure": to_measure,
-            "points_finished": finished,
-            "progress_pct": round(100 * finished / to_measure) if to_measure else 100,
+            "points_to_measure": progress["to_measure"],
+            "points_finished": progress["done"],
+            "progress_pct": progress["pct"],
             "spec_yaml": dump_yaml(sweep.spec),
             "chart_height_px": 90 + 22 * len(runs),
             "status_chart": {
@@ -100,8 +99,20 @@ def sweep_detail(request, sweep_id):
                     if counts.get(value)
                 ],
             },
+            "per_page_choices": (50, points_table_lib.DEFAULT_PER_PAGE, 200, points_table_lib.MAX_PER_PAGE),
         },
     )
+
+
+@login_required
+def sweep_points_table(request, sweep_id):
+    """One page of the sweep's points, sorted and filtered (runs.points_table); a bad
+    parameter is a 400 saying which."""
+    sweep = get_object_or_404(Sweep.objects.only("pk"), pk=sweep_id)
+    try:
+        return JsonResponse(points_table_lib.points_table(sweep.pk, points_table_lib.parse_query(request.GET)))
+    except points_table_lib.TableQueryError as exc:
+        return JsonResponse({"error": str(exc)}, status=400)
 
 
 # --- Live sweep page: progress.json, the run drawer, cancel and resume -------------------
@@ -259,6 +270,7 @@ def run_drawer(request, run_id):
                 "log_lines": run.failure_log.splitlines(),
             },
             "log": _log_tail(run),
+            "telemetry": gpu_series(run.pk),
         }
     )
 
@@ -309,6 +321,76 @@ def sweep_charts(request, sweep_id):
     """The comparison charts of a sweep, Chart.js-ready (runs.charts)."""
     sweep = get_object_or_404(Sweep.objects.only("pk"), pk=sweep_id)
     return JsonResponse(build_sweep_charts(sweep.pk))
+
+
+# --- Comparison charts of any runs, across sweeps (/charts/?runs=1,2,3) -------------------
+
+
+class _BadSelection(ValueError):
+    pass
+
+
+def _selected_runs(query):
+    """The runs of ?runs=1,2,3 (or runs=1&runs=2, as a form of checkboxes sends them), in
+    the order given, with their sweeps: one query. Raises _BadSelection naming what is wrong."""
+    ids = []
+    for value in query.getlist("runs"):
+        for part in value.split(","):
+            part = part.strip()
+            if not part:
+                continue
+            if not part.isdigit():
+                raise _BadSelection(f"“{part}” is not a run id: give ids like ?runs=1,2,3")
+            if int(part) not in ids:
+                ids.append(int(part))
+    if not ids:
+        raise _BadSelection("no runs selected: give run ids like ?runs=1,2,3")
+    found = {
+        run.pk: run
+        for run in Run.objects.filter(pk__in=ids).select_related("sweep").only(
+            "id", "sweep_id", "method", "params", "tp", "attempt", "status", "excluded", "exclude_reason",
+            "sweep__id", "sweep__name"
+        )
+    }
+    missing = [str(i) for i in ids if i not in found]
+    if missing:
+        raise _BadSelection(f"no run #{', #'.join(missing)}")
+    return [found[i] for i in ids]
+
+
+@login_required
+def run_selection_charts(request):
+    """The comparison charts of chosen runs, from any sweeps (charts.js draws them)."""
+    context = {"runs": [], "error": "", "sweeps": []}
+    if request.GET.get("runs", "").strip():
+        try:
+            runs = _selected_runs(request.GET)
+        except _BadSelection as exc:
+            context["error"] = f"Cannot chart this selection: {exc}."
+        else:
+            ids = ",".join(str(run.pk) for run in runs)
+            context.update(
+                runs=runs,
+                ids=ids,
+                sweeps=list({run.sweep_id: run.sweep for run in runs}.values()),
+                compare_query="&".join(f"run={run.pk}" for run in runs),
+            )
+    return render(request, "runs/run_charts.html", context, status=400 if context["error"] else 200)
+
+
+@login_required
+def run_selection_charts_data(request):
+    """JSON: runs.charts for the chosen runs; 400 with {"error"} for a bad selection."""
+    try:
+        runs = _selected_runs(request.GET)
+    except _BadSelection as exc:
+        return JsonResponse({"error": f"Cannot chart this selection: {exc}."}, status=400)
+    data = build_run_charts([run.pk for run in runs])
+    data["runs"] = [
+        {"id": run.pk, "sweep": run.sweep_id, "sweep_name": run.sweep.name, "label": run.config_label}
+        for run in runs
+    ]
+    return JsonResponse(data)
 
 
 # --- Sweep builder: a form and a YAML view of one spec, its live plan preview, save ---------
@@ -897,6 +979,8 @@ def compare(request):
         context["exports"] = [
             (kind, f"{reverse('selection-export', args=[kind])}?{selection}") for kind in EXPORT_KINDS
         ]
+        if context["mode"] == "run":
+            context["run_ids"] = ",".join(str(group["id"]) for group in groups)
         rows = compare_lib.compare(groups, metric, mode=context["mode"])
         label = _metric_label(metric)
         context.update(

@@ -1,7 +1,8 @@
 // Sweep detail, live: polls progress.json every 2 s while the sweep is not finished and
-// updates the progress bar, the counts and each run row in place; a click on a run row
-// opens the run drawer (timeline, command, version, log tail). Every text coming from the
-// server is inserted with textContent, never as HTML.
+// updates the progress bar, the counts and each run row in place, and tells the points
+// table (points_table.js, the "sweeplab:counts-changed" event) when the counts move; a click
+// on a run row opens the run drawer (timeline, command, version, GPU memory and power, log
+// tail). Every text coming from the server is inserted with textContent, never as HTML.
 (function () {
   "use strict";
   const root = document.getElementById("sweep-live");
@@ -81,6 +82,15 @@
 
   let refreshDrawer = function () {};
   let timer = null;
+  let lastCounts = null;
+  // Fired only on a change, so a sweep that sits still costs the points table nothing.
+  function announceCounts(data) {
+    const counts = JSON.stringify(data.runs.map(function (run) { return [run.id, run.points.counts]; }));
+    if (lastCounts !== null && counts !== lastCounts) {
+      document.dispatchEvent(new CustomEvent("sweeplab:counts-changed", { detail: data.counts }));
+    }
+    lastCounts = counts;
+  }
   function poll() {
     timer = null;
     fetch(root.dataset.progressUrl, { headers: { Accept: "application/json" }, credentials: "same-origin" })
@@ -90,6 +100,7 @@
       })
       .then(function (data) {
         renderProgress(data);
+        announceCounts(data);
         refreshDrawer(); // the open run's timeline and log tail move too
         if (!data.sweep.finished) schedule();
       })
@@ -113,6 +124,99 @@
     return value === null || value === undefined || value === "" ? "—" : String(value) + (suffix || "");
   }
 
+  // --- GPU memory and power (one Chart.js chart, replaced when the drawer switches runs) ---
+
+  const GPU_COLOURS = ["#1f6feb", "#d1242f", "#1a7f37", "#9a6700", "#8250df", "#bf3989", "#0a7e8c", "#57606a"];
+  let telemetryChart = null;
+  let telemetryRunId = null;
+
+  function dropTelemetryChart() {
+    if (telemetryChart) telemetryChart.destroy();
+    telemetryChart = null;
+    telemetryRunId = null;
+  }
+
+  function telemetryDatasets(gpus) {
+    const datasets = [];
+    gpus.forEach(function (gpu, i) {
+      const colour = GPU_COLOURS[i % GPU_COLOURS.length];
+      const points = function (name) {
+        return gpu.t.map(function (t, j) { return { x: t, y: gpu[name][j] }; });
+      };
+      datasets.push({
+        label: "GPU " + gpu.index + " memory used (MiB)", data: points("memory_used_mib"), yAxisID: "memory",
+        borderColor: colour, backgroundColor: colour, borderWidth: 2, pointRadius: 0, spanGaps: false,
+      });
+      datasets.push({
+        label: "GPU " + gpu.index + " power (W)", data: points("power_w"), yAxisID: "power",
+        borderColor: colour, backgroundColor: colour, borderWidth: 1.5, borderDash: [5, 3], pointRadius: 0,
+        spanGaps: false,
+      });
+    });
+    return datasets;
+  }
+
+  function renderTelemetry(runId, telemetry) {
+    const box = field(drawer, "drawer-telemetry");
+    const empty = field(drawer, "drawer-telemetry-empty");
+    const note = field(drawer, "drawer-telemetry-note");
+    const gpus = (telemetry && telemetry.gpus) || [];
+    if (!box || !empty) return;
+    if (!gpus.length || !window.Chart) {
+      dropTelemetryChart();
+      box.hidden = true;
+      empty.hidden = false;
+      setText(note, "");
+      return;
+    }
+    empty.hidden = true;
+    box.hidden = false;
+    const totals = [];
+    gpus.forEach(function (gpu) {
+      gpu.memory_total_mib.forEach(function (v) { if (v !== null) totals.push(v); });
+    });
+    const memoryMax = totals.length ? Math.max.apply(null, totals) : undefined;
+    const thinned = gpus.some(function (gpu) { return gpu.shown < gpu.samples; });
+    setText(note, thinned
+      ? "Every sample thinned to at most " + telemetry.max_samples_per_gpu + " per GPU, evenly spaced in time."
+      : "");
+    const datasets = telemetryDatasets(gpus);
+    if (telemetryChart && telemetryRunId === runId) {
+      // The same run, polled again: new data in the same chart (no flicker, no leak).
+      telemetryChart.data.datasets = datasets;
+      telemetryChart.options.scales.memory.max = memoryMax;
+      telemetryChart.update("none");
+      return;
+    }
+    dropTelemetryChart();
+    telemetryRunId = runId;
+    telemetryChart = new window.Chart(field(drawer, "drawer-telemetry-canvas"), {
+      type: "line",
+      data: { datasets: datasets },
+      options: {
+        maintainAspectRatio: false,
+        animation: false,
+        parsing: { xAxisKey: "x", yAxisKey: "y" },
+        interaction: { mode: "nearest", axis: "x", intersect: false },
+        plugins: {
+          title: { display: true, text: "GPU memory and power over the run" },
+          legend: { position: "bottom", labels: { boxWidth: 12 } },
+        },
+        scales: {
+          x: { type: "linear", title: { display: true, text: "time since the first sample (s)" } },
+          memory: {
+            type: "linear", position: "left", beginAtZero: true, max: memoryMax,
+            title: { display: true, text: "memory used (MiB)" + (memoryMax ? ", top = total" : "") },
+          },
+          power: {
+            type: "linear", position: "right", beginAtZero: true, grid: { drawOnChartArea: false },
+            title: { display: true, text: "power (W), dashed" },
+          },
+        },
+      },
+    });
+  }
+
   function renderDrawer(data) {
     setText(field(drawer, "drawer-title"), "Run: " + data.run.label);
     const status = field(drawer, "drawer-status");
@@ -131,6 +235,7 @@
     if (failureLog) failureLog.hidden = data.failure.log_lines.length === 0;
 
     setText(field(drawer, "drawer-argv"), data.command || "(not launched)");
+    renderTelemetry(data.run.id, data.telemetry);
 
     const events = field(drawer, "drawer-events");
     if (events) {
@@ -210,6 +315,7 @@
 
   function closeDrawer() {
     drawer.hidden = true;
+    dropTelemetryChart();
     openRunId = null;
     request++;
     document.querySelectorAll("tbody.run.selected").forEach(function (el) { el.classList.remove("selected"); });
@@ -221,7 +327,7 @@
       return;
     }
     const tr = event.target.closest("tr.run-row");
-    if (!tr || event.target.closest("a, button, summary, form")) return;
+    if (!tr || event.target.closest("a, button, summary, form, input, label")) return;
     const row = tr.closest("tbody.run");
     if (row && row.dataset.runId === openRunId && !drawer.hidden) closeDrawer();
     else if (row) openDrawer(row);
