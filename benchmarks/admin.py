@@ -32,12 +32,13 @@ class WorkloadAdmin(admin.ModelAdmin):
 
 @admin.register(Sweep)
 class SweepAdmin(admin.ModelAdmin):
-    list_display = ("id", "name", "status", "llm", "engine", "host", "owner", "created_at")
-    list_filter = ("status", "host", "engine")
+    list_display = ("id", "name", "status", "source", "llm", "engine", "host", "owner", "created_at")
+    list_filter = ("status", "source", "host", "engine")
     list_select_related = ("llm", "engine", "host", "owner")
     search_fields = ("name",)
     date_hierarchy = "created_at"
-    readonly_fields = ("spec", "created_at", "launched_at", "finished_at")
+    readonly_fields = ("spec", "created_at", "launched_at", "finished_at", "source", "import_format",
+                       "import_filename", "import_sha256")
 
 
 @admin.register(KnownFailure)
