@@ -4,6 +4,7 @@ configurations known to crash (quarantine)."""
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import models
+from django.db.models import Q
 from django.urls import reverse
 
 from benchmarks.plan import canonical_params
@@ -22,6 +23,9 @@ class Method(models.TextChoices):
     DFLASH = "dflash", "DFlash (linear speculation)"
     DDTREE = "ddtree", "DDTree (tree speculation)"
     PROMPT_LOOKUP = "prompt-lookup", "Prompt lookup"
+    # Imported results only (runs.importers): speculative decoding whose algorithm has no
+    # method of its own here (EAGLE, MTP, n-gram ...) or that the file does not name.
+    SPECULATIVE = "speculative", "Speculative (other or unnamed algorithm)"
 
 
 class FailureKind(models.TextChoices):
@@ -93,11 +97,12 @@ class Engine(models.Model):
         errors = {}
         if not _is_list_of_strings(self.argv_template) or not self.argv_template:
             errors["argv_template"] = "a non-empty JSON list of strings"
+        launchable = [m for m in Method.values if m != Method.SPECULATIVE]  # imported results only
         if not isinstance(self.method_args, dict) or not all(
-            m in Method.values and _is_list_of_strings(v) for m, v in self.method_args.items()
+            m in launchable and _is_list_of_strings(v) for m, v in self.method_args.items()
         ):
             errors["method_args"] = (
-                f"a JSON object mapping a method ({', '.join(Method.values)}) to a list of strings"
+                f"a JSON object mapping a method ({', '.join(launchable)}) to a list of strings"
             )
         if not isinstance(self.env, dict) or not all(
             isinstance(k, str) and isinstance(v, str) for k, v in self.env.items()
@@ -163,6 +168,11 @@ class SweepStatus(models.TextChoices):
     CANCELLED = "cancelled", "Cancelled"
 
 
+class SweepSource(models.TextChoices):
+    NATIVE = "native", "Measured by Sweeplab"
+    IMPORTED = "imported", "Imported from a result file"
+
+
 class Sweep(models.Model):
     name = models.CharField(max_length=200)
     # The validated spec (benchmarks.spec), normalised; it round-trips to YAML.
@@ -178,8 +188,25 @@ class Sweep(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     launched_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
+    # Where its numbers come from: measured here, or imported from a benchmark's result
+    # file (runs.imports): then the file's format, name and SHA-256 are kept.
+    source = models.CharField(max_length=20, choices=SweepSource.choices, default=SweepSource.NATIVE)
+    import_format = models.CharField(max_length=30, blank=True)
+    import_filename = models.CharField(max_length=255, blank=True)
+    import_sha256 = models.CharField(max_length=64, blank=True)
 
     class Meta:
+        constraints = [
+            # One imported sweep per file content. Backs runs.imports.import_file's lookup
+            # Sweep.objects.filter(source="imported", import_sha256=<hash>): importing the
+            # same bytes twice finds the first sweep, and a concurrent second import fails
+            # on this constraint instead of duplicating it.
+            models.UniqueConstraint(
+                fields=["import_sha256"],
+                condition=Q(source="imported"),
+                name="sweep_import_sha256_unique",
+            ),
+        ]
         permissions = [
             ("launch_sweep", "Can launch, cancel and resume sweeps"),
             ("curate_results", "Can exclude, include, annotate and mark baselines"),
@@ -197,6 +224,10 @@ class Sweep(models.Model):
 
     def get_absolute_url(self):
         return reverse("sweep-detail", args=[self.pk])
+
+    @property
+    def is_imported(self):
+        return self.source == SweepSource.IMPORTED
 
 
 class KnownFailure(models.Model):

@@ -269,12 +269,14 @@ class CurationEventAdmin(ReadOnlyAdmin):
 
 @admin.register(Sweep)
 class SweepAdmin(admin.ModelAdmin):
-    list_display = ("id", "name", "status", "llm", "engine", "host", "gpu_model", "run_count", "owner", "created_at")
-    list_filter = ("status", "host", "host__gpu_model", "engine", "llm")
+    list_display = ("id", "name", "status", "source", "llm", "engine", "host", "gpu_model", "run_count", "owner",
+                    "created_at")
+    list_filter = ("status", "source", "host", "host__gpu_model", "engine", "llm")
     list_select_related = ("llm", "engine", "host", "owner")
-    search_fields = ("name", "notes")
     date_hierarchy = "created_at"
-    readonly_fields = ("spec", "host", "engine", "llm", "owner", "status", "created_at", "launched_at", "finished_at")
+    readonly_fields = ("spec", "host", "engine", "llm", "owner", "status", "created_at", "launched_at", "finished_at",
+                       "source", "import_format", "import_filename", "import_sha256")
+    search_fields = ("name", "notes", "import_filename", "import_sha256")
     actions = ["export_csv"]
     show_full_result_count = False
 

@@ -9,7 +9,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('runs', '0002_roles'),
+        ('runs', '0003_imported_sweeps'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
