@@ -5,6 +5,7 @@ from runs import views
 urlpatterns = [
     path("", views.sweep_list, name="sweep-list"),
     path("sweeps/new/", views.sweep_new, name="sweep-new"),
+    path("imports/new/", views.import_new, name="import-new"),
     path("sweeps/plan-preview.json", views.sweep_plan_preview, name="sweep-plan-preview"),
     path("sweeps/<int:sweep_id>/", views.sweep_detail, name="sweep-detail"),
     path("sweeps/<int:sweep_id>/progress.json", views.sweep_progress, name="sweep-progress"),

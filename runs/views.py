@@ -25,6 +25,9 @@ from runs.charts import run_charts as build_run_charts
 from runs.charts import sweep_charts as build_sweep_charts
 from runs.curation import notes_for
 from runs.estimate import estimate as estimate_duration
+from runs.forms import ImportForm
+from runs.importers import ImportRefused
+from runs.imports import import_file
 from runs.estimate import load_history
 from runs.gpu_series import gpu_series
 from runs.models import Point, PointStatus, RequestRecord, Run, RunEvent
@@ -555,6 +558,32 @@ def sweep_new(request):
 @permission_required("benchmarks.add_sweep", raise_exception=True)
 def sweep_plan_preview(request):
     return JsonResponse(plan_preview(request.POST))
+
+
+# --- Import a vLLM / SGLang result file (runs.imports) -------------------------------------
+
+
+@login_required
+@permission_required("benchmarks.add_sweep", raise_exception=True)
+def import_new(request):
+    """GET: the upload form. POST: import the file as a sweep, or say why not (400)."""
+    error = ""
+    form = ImportForm(request.POST or None, request.FILES or None)
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        try:
+            result = import_file(
+                data["file"].name, data["file"].read(), fmt=data["format"] or None, host=data["host"],
+                model=data["model"] or None, user=request.user, engine=data["engine"] or None, tp=data["tp"],
+                workload=data["workload"] or None,
+            )
+        except ImportRefused as exc:
+            error = str(exc)
+        else:
+            (messages.success if result.created else messages.info)(request, result.message + ".")
+            return redirect("sweep-detail", sweep_id=result.sweep.pk)
+    status = 400 if request.method == "POST" else 200
+    return render(request, "runs/import_new.html", {"form": form, "error": error}, status=status)
 
 
 # -- History: one series across sweeps, with regression detection (runs/history.py). --------

@@ -506,3 +506,42 @@ def test_an_imported_sweep_has_its_charts_and_compares(catalog, client):
     native = native_point("native", timezone.now(), 140.0)
     response = client.get(reverse("compare"), {"sweep": [native.pk, sweep.pk], "metric": "output_throughput"})
     assert response.status_code == 200
+
+
+# --- the upload form ---------------------------------------------------------------------
+
+
+def test_the_upload_form_imports_a_file_once_and_refuses_a_malformed_one(catalog, client):
+    from django.contrib.auth.models import Group
+    from django.core.files.uploadedfile import SimpleUploadedFile
+    from django.urls import reverse
+
+    operator = User.objects.create_user("otto", password="pw-otto-12345")
+    operator.groups.add(Group.objects.get(name="operator"))
+    client.force_login(operator)
+    url = reverse("import-new")
+    assert client.get(url).status_code == 200
+    upload = SimpleUploadedFile(VLLM_FILE.name, VLLM_FILE.read_bytes(), content_type="application/json")
+    response = client.post(url, {"file": upload, "host": "h200-box"}, follow=True)
+    sweep = Sweep.objects.get(source="imported")
+    assert response.redirect_chain[-1][0] == sweep.get_absolute_url() and sweep.owner == operator
+    assert f"as sweep #{sweep.pk}" in response.content.decode()
+    again = SimpleUploadedFile(VLLM_FILE.name, VLLM_FILE.read_bytes(), content_type="application/json")
+    response = client.post(url, {"file": again, "host": "h200-box"}, follow=True)
+    assert f"already imported as sweep #{sweep.pk}" in response.content.decode() and Sweep.objects.count() == 1
+    broken = SimpleUploadedFile("broken.jsonl", b'{"backend": "sglang", "completed": "many"}\n')
+    response = client.post(url, {"file": broken, "host": "h200-box", "format": "sglang"})
+    assert response.status_code == 400 and "line 1" in response.content.decode() and Sweep.objects.count() == 1
+
+
+def test_a_viewer_cannot_import(catalog, client):
+    from django.contrib.auth.models import Group
+    from django.core.files.uploadedfile import SimpleUploadedFile
+    from django.urls import reverse
+
+    viewer = User.objects.create_user("vera", password="pw-vera-12345")
+    viewer.groups.add(Group.objects.get(name="viewer"))
+    client.force_login(viewer)
+    upload = SimpleUploadedFile(VLLM_FILE.name, VLLM_FILE.read_bytes())
+    assert client.post(reverse("import-new"), {"file": upload, "host": "h200-box"}).status_code == 403
+    assert not Sweep.objects.filter(source="imported").exists()
