@@ -9,11 +9,12 @@ from django.http import HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import reverse
 from django.utils.functional import cached_property
+from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
 from benchmarks.models import KnownFailure, Sweep
 from runs import curation
-from runs.models import CurationEvent, CurationTarget, Point, RequestRecord, Run, RunEvent, TelemetrySample
+from runs.models import ApiToken, CurationEvent, CurationTarget, Point, RequestRecord, Run, RunEvent, TelemetrySample
 from runs.sweeps import SweepStateError
 
 CURATION_FIELDS = ("excluded", "exclude_reason", "is_baseline", "notes")
@@ -350,3 +351,59 @@ class KnownFailureAdmin(admin.ModelAdmin):
         response["Content-Disposition"] = "attachment; filename=known-failures.csv"
         self.message_user(request, f"Exported {queryset.count()} known failure(s).", messages.SUCCESS)
         return response
+
+
+@admin.register(ApiToken)
+class ApiTokenAdmin(admin.ModelAdmin):
+    """API tokens: every staff user creates and revokes their own; superusers anyone's.
+    The token is shown once, when it is created; only its sha256 is kept."""
+
+    list_display = ("name", "user", "prefix", "created_at", "last_used_at", "revoked_at")
+    list_filter = ("revoked_at",)
+    list_select_related = ("user",)
+    search_fields = ("name", "prefix", "user__username")
+    readonly_fields = ("prefix", "created_at", "last_used_at", "revoked_at")
+    actions = ["revoke"]
+
+    def get_fields(self, request, obj=None):
+        fields = ["name", *self.readonly_fields]
+        return (["user"] if request.user.is_superuser else []) + fields
+
+    def get_queryset(self, request):
+        qs = super().get_queryset(request)
+        return qs if request.user.is_superuser else qs.filter(user=request.user)
+
+    def has_module_permission(self, request):
+        return request.user.is_active and request.user.is_staff
+
+    def has_view_permission(self, request, obj=None):
+        return self.has_module_permission(request) and (
+            obj is None or request.user.is_superuser or obj.user_id == request.user.pk)
+
+    has_add_permission = has_module_permission
+
+    def has_change_permission(self, request, obj=None):
+        return self.has_view_permission(request, obj)
+
+    def has_delete_permission(self, request, obj=None):
+        return False  # revoked, not deleted: the audit of who had access stays
+
+    def save_model(self, request, obj, form, change):
+        if not change:
+            from runs.api import new_token
+
+            if not request.user.is_superuser or not obj.user_id:
+                obj.user = request.user
+            token, obj.key_hash = new_token()
+            obj.prefix = token[:12]
+            super().save_model(request, obj, form, change)
+            self.message_user(
+                request, f"API token “{obj.name}” for {obj.user.get_username()}: {token} — copy it now, it is not "
+                "shown again. Send it as “Authorization: Bearer <token>”.", messages.WARNING)
+            return
+        super().save_model(request, obj, form, change)
+
+    @admin.action(description="Revoke the selected tokens")
+    def revoke(self, request, queryset):
+        count = queryset.filter(revoked_at__isnull=True).update(revoked_at=timezone.now())
+        self.message_user(request, f"Revoked {count} token(s); they no longer authenticate.", messages.SUCCESS)

@@ -333,3 +333,26 @@ class CurationEvent(models.Model):
 
     def __str__(self):
         return f"{self.get_action_display()}: {self.target_type} {self.target_id}"
+
+
+class ApiToken(models.Model):
+    """A token for scripts and CI: ``Authorization: Bearer <token>`` on /api/. Only its
+    sha256 is stored; the token itself is shown once, when it is created in the admin.
+    It acts as its user, with that user's roles, until it is revoked."""
+
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
+    name = models.CharField(max_length=100, help_text="What it is for, e.g. 'nightly CI'.")
+    prefix = models.CharField(max_length=12, editable=False, help_text="The token's first characters, to tell it apart.")
+    key_hash = models.CharField(max_length=64, editable=False)
+    created_at = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
+    revoked_at = models.DateTimeField(null=True, blank=True, editable=False)
+
+    class Meta:
+        constraints = [
+            # Authentication: every API request looks its token up by this hash.
+            models.UniqueConstraint(fields=["key_hash"], name="apitoken_key_hash_unique"),
+        ]
+
+    def __str__(self):
+        return f"{self.name} ({self.prefix}…)"

@@ -1,0 +1,228 @@
+"""The JSON API: tokens, roles, round trips, and the OpenAPI schema checked by
+schemathesis against the live server."""
+
+import json
+from io import StringIO
+from pathlib import Path
+
+import pytest
+from django.contrib.auth.models import Group, User
+from django.core.management import call_command
+from django.test import Client
+from django.urls import reverse
+from django.utils import timezone
+
+from benchmarks.models import Sweep
+from runs.api import hash_token, new_token
+from runs.models import ApiToken, LATENCY_FIELDS, Point, RequestRecord, Run
+
+EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "qwen3.6-27b-sm120.yaml"
+SMALL = {
+    "name": "api-made", "host": "sim-8x-rtxpro6000", "engine": "sglang-sim", "model": "Qwen/Qwen3.6-27B",
+    "tp": [1], "methods": ["autoregressive", {"ddtree": {"budget": [15]}}], "workloads": ["fibonacci"],
+}
+
+
+@pytest.fixture
+def catalog(db):
+    call_command("seed_demo", stdout=StringIO())
+
+
+def user_with_token(group, name=None):
+    user = User.objects.create_user(name or group, password=f"pw-{group}-12345")
+    user.groups.add(Group.objects.get(name=group))
+    token, digest = new_token()
+    ApiToken.objects.create(user=user, name="ci", prefix=token[:12], key_hash=digest)
+    return user, {"HTTP_AUTHORIZATION": f"Bearer {token}"}
+
+
+def post_json(client, url, data, auth):
+    return client.post(url, json.dumps(data), content_type="application/json", **auth)
+
+
+def test_tokens_are_stored_hashed_and_created_once_in_the_admin(catalog, client):
+    staff = User.objects.create_user("sam", password="pw-sam-12345", is_staff=True)
+    staff.groups.add(Group.objects.get(name="viewer"))
+    client.force_login(staff)
+    response = client.post(reverse("admin:runs_apitoken_add"), {"name": "nightly CI"}, follow=True)
+    (message,) = [str(m) for m in response.context["messages"] if "copy it now" in str(m)]
+    token = message.split(": ", 1)[1].split(" — ")[0]
+    stored = ApiToken.objects.get()
+    assert stored.user == staff and stored.key_hash == hash_token(token) and token not in stored.key_hash
+    assert stored.prefix == token[:12] and token.startswith("swl_")
+    assert not ApiToken.objects.filter(key_hash__contains=token[4:20]).exists()
+    api = Client()
+    assert api.get("/api/sweeps", HTTP_AUTHORIZATION=f"Bearer {token}").status_code == 200
+    ApiToken.objects.filter(pk=stored.pk).update(last_used_at=None)
+    api.get("/api/sweeps", HTTP_AUTHORIZATION=f"Bearer {token}")
+    assert ApiToken.objects.get().last_used_at is not None
+    # Revoked in the admin, it no longer authenticates.
+    client.post(reverse("admin:runs_apitoken_changelist"),
+                {"action": "revoke", "_selected_action": [str(stored.pk)]})
+    assert ApiToken.objects.get().revoked_at is not None
+    assert api.get("/api/sweeps", HTTP_AUTHORIZATION=f"Bearer {token}").status_code == 401
+
+
+def test_without_a_valid_token_or_session_it_is_401(catalog, client):
+    user, auth = user_with_token("viewer")
+    assert client.get("/api/sweeps").status_code == 401
+    assert client.get("/api/sweeps", HTTP_AUTHORIZATION="Bearer swl_not-a-token").status_code == 401
+    assert client.get("/api/sweeps", HTTP_AUTHORIZATION="Basic eA==").status_code == 401
+    user.is_active = False
+    user.save(update_fields=["is_active"])
+    assert client.get("/api/sweeps", **auth).status_code == 401
+    assert client.post("/api/sweeps", json.dumps(SMALL), content_type="application/json").status_code == 401
+    assert not Sweep.objects.exists()
+
+
+def test_a_viewer_reads_but_cannot_create_plan_or_act(catalog, client):
+    _, viewer = user_with_token("viewer")
+    _, operator = user_with_token("operator")
+    sweep_id = post_json(client, "/api/sweeps", SMALL, operator).json()["id"]
+    assert client.get(f"/api/sweeps/{sweep_id}", **viewer).status_code == 200
+    for url in ("/api/sweeps", "/api/sweeps/plan"):
+        response = post_json(client, url, SMALL, viewer)
+        assert response.status_code == 403 and "benchmarks.add_sweep" in response.json()["detail"]
+    for action in ("launch", "cancel", "resume"):
+        response = client.post(f"/api/sweeps/{sweep_id}/{action}", **viewer)
+        assert response.status_code == 403 and "benchmarks.launch_sweep" in response.json()["detail"]
+    assert Sweep.objects.count() == 1 and Sweep.objects.get().status == "draft"
+
+
+def test_session_auth_needs_csrf_on_post(catalog):
+    user = User.objects.create_user("otto", password="pw-otto-12345")
+    user.groups.add(Group.objects.get(name="operator"))
+    browser = Client(enforce_csrf_checks=True)
+    browser.force_login(user)
+    assert browser.get("/api/sweeps").status_code == 200
+    assert browser.post("/api/sweeps", json.dumps(SMALL), content_type="application/json").status_code == 403
+    assert not Sweep.objects.exists()
+    browser.get(reverse("sweep-list"))  # sets the CSRF cookie
+    token = browser.cookies["csrftoken"].value
+    response = browser.post("/api/sweeps", json.dumps(SMALL), content_type="application/json", HTTP_X_CSRFTOKEN=token)
+    assert response.status_code == 201
+
+
+def test_create_from_yaml_or_json_with_the_cli_messages(catalog, client):
+    _, auth = user_with_token("operator")
+    created = client.post("/api/sweeps", EXAMPLE.read_text(), content_type="application/yaml", **auth)
+    assert created.status_code == 201, created.content
+    body = created.json()
+    assert body["name"] == "qwen3.6-27b-sm120-ddtree" and body["status"] == "draft" and body["runs"] == 23
+    assert body["point_status_counts"] == {"planned": 138, "skipped": 23}
+    bad = EXAMPLE.read_text().replace("budget: [8, 12, 15, 16, 32, 64]", "budget: '8,12'")
+    response = client.post("/api/sweeps", bad, content_type="text/yaml", **auth)
+    assert response.status_code == 400
+    assert response.json() == {"errors": [
+        {"path": "methods[2].ddtree.budget", "message": "expected a list of positive integers, got '8,12'"}]}
+    # The CLI (sweep validate) says exactly the same.
+    from benchmarks.catalog import load_catalog
+    from benchmarks.spec import SpecError, load_yaml, validate
+
+    with pytest.raises(SpecError) as cli:
+        validate(load_yaml(bad), load_catalog())
+    assert cli.value.errors == ["methods[2].ddtree.budget: expected a list of positive integers, got '8,12'"]
+    broken = client.post("/api/sweeps", "{", content_type="application/json", **auth)
+    assert broken.status_code == 400 and "not valid JSON" in broken.json()["errors"][0]["message"]
+    assert Sweep.objects.count() == 1
+
+
+def test_plan_stores_nothing_and_matches_the_cli(catalog, client):
+    _, auth = user_with_token("operator")
+    response = client.post("/api/sweeps/plan", EXAMPLE.read_text(), content_type="application/yaml", **auth)
+    assert response.status_code == 200
+    out = StringIO()
+    call_command("sweep", "plan", str(EXAMPLE), "--json", stdout=out)
+    assert response.json()["totals"] == json.loads(out.getvalue())["totals"] == {
+        "runs": 23, "points": 161, "skipped_points": 23}
+    assert not Sweep.objects.exists()
+
+
+def test_round_trip_create_launch_and_read_the_results(catalog, client, django_capture_on_commit_callbacks):
+    _, auth = user_with_token("operator")
+    with django_capture_on_commit_callbacks(execute=False) as sent:
+        created = client.post("/api/sweeps?launch=true", json.dumps(SMALL), content_type="application/json", **auth)
+    assert created.status_code == 201 and created.json()["status"] == "queued" and len(sent) == 1
+    sweep_id = created.json()["id"]
+    again = client.post(f"/api/sweeps/{sweep_id}/launch", **auth)
+    assert again.status_code == 409 and "only a draft can be launched" in again.json()["detail"]
+    # A worker measured it (stored directly here; tests/test_sweep_worker.py does it for real).
+    run = Run.objects.get(sweep_id=sweep_id, method="ddtree")
+    point = run.points.get()
+    Point.objects.filter(pk=point.pk).update(status="ok", decode_tok_s=143.5, completed=3, failed=0,
+                                             finished_at=timezone.now(), **{f: 10.0 for f in LATENCY_FIELDS})
+    RequestRecord.objects.bulk_create(
+        RequestRecord(point=point, index=i, send_time=1.7e9 + i, chunk_offsets=[0.1, 0.2], chunk_tokens=[1, 3],
+                      prompt_tokens=300, output_tokens=4, finish_reason="length", http_status=200)
+        for i in range(3)
+    )
+    runs = client.get(f"/api/runs?sweep={sweep_id}", **auth).json()
+    assert runs["count"] == 2 and {r["method"] for r in runs["items"]} == {"autoregressive", "ddtree"}
+    points = client.get(f"/api/points?sweep={sweep_id}&method=ddtree", **auth).json()
+    (item,) = points["items"]
+    assert item["status"] == "ok" and item["metrics"]["decode_tok_s"] == 143.5 and item["workload"] == "fibonacci"
+    assert client.get(f"/api/points/{point.pk}", **auth).json()["metrics"]["median_ttft_ms"] == 10.0
+    requests = client.get(f"/api/points/{point.pk}/requests?limit=2", **auth).json()
+    assert requests["count"] == 3 and [r["index"] for r in requests["items"]] == [0, 1]
+    assert requests["items"][0]["chunk_tokens"] == [1, 3]
+    csv_text = b"".join(client.get(f"/api/sweeps/{sweep_id}/export/points.csv", **auth).streaming_content).decode()
+    assert csv_text.splitlines()[0].startswith("sweep_id,run_id,point_id") and "143.5" in csv_text
+    assert client.get(f"/api/sweeps/{sweep_id}/export/nope", **auth).status_code == 404
+    cancelled = client.post(f"/api/sweeps/{sweep_id}/cancel", **auth)
+    assert cancelled.status_code == 200 and cancelled.json()["status"] == "cancelled"
+    with django_capture_on_commit_callbacks(execute=False):
+        resumed = client.post(f"/api/sweeps/{sweep_id}/resume", **auth)
+    assert resumed.status_code == 200 and resumed.json()["status"] == "queued"
+
+
+def test_lists_filter_paginate_and_keep_a_constant_query_count(catalog, client, django_assert_num_queries):
+    _, auth = user_with_token("viewer")
+    _, operator = user_with_token("operator", "otto")
+    for i in range(3):
+        post_json(client, "/api/sweeps", {**SMALL, "name": f"s{i}"}, operator)
+    page = client.get("/api/sweeps?limit=2&offset=1", **auth).json()
+    assert page["count"] == 3 and [s["name"] for s in page["items"]] == ["s1", "s0"]
+    assert client.get("/api/sweeps?name=s2", **auth).json()["count"] == 1
+    assert client.get("/api/sweeps?limit=0", **auth).status_code == 422
+    for url in ("/api/sweeps", "/api/runs", "/api/points"):
+        client.get(url, **auth)
+        with django_assert_num_queries(3):  # the token with its user (its last use is fresh), count, page
+            small = client.get(url + "?limit=500", **auth)
+        for i in range(3, 6):
+            post_json(client, "/api/sweeps", {**SMALL, "name": f"more-{url}-{i}"}, operator)
+        with django_assert_num_queries(3):
+            large = client.get(url + "?limit=500", **auth)
+        assert large.json()["count"] > small.json()["count"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_every_documented_get_operation_answers_as_documented(live_server):
+    """schemathesis: the schema is valid OpenAPI and each GET answers with a documented
+    status, content type and body, for generated parameters (bounded, deterministic)."""
+    import requests
+    import schemathesis
+    from hypothesis import HealthCheck, given, settings
+
+    call_command("seed_demo", stdout=StringIO())
+    _, auth = user_with_token("operator")
+    headers = {"Authorization": auth["HTTP_AUTHORIZATION"]}
+    made = requests.post(f"{live_server.url}/api/sweeps", json=SMALL, headers=headers, timeout=10)
+    assert made.status_code == 201, made.text
+    raw = requests.get(f"{live_server.url}/api/openapi.json", headers=headers, timeout=10).json()
+    schema = schemathesis.openapi.from_dict(raw)
+    checked = []
+    for result in schema.get_all_operations():
+        operation = result.ok()
+        if operation.method.upper() != "GET":
+            continue
+
+        @given(case=operation.as_strategy())
+        @settings(max_examples=8, deadline=None, derandomize=True, database=None,
+                  suppress_health_check=list(HealthCheck))
+        def check(case):
+            response = case.call(base_url=live_server.url, headers=headers, timeout=10)
+            case.validate_response(response)
+
+        check()
+        checked.append(operation.path)
+    assert "/api/sweeps" in checked and "/api/points/{point_id}/requests" in checked and len(checked) >= 8
