@@ -226,3 +226,29 @@ def test_every_documented_get_operation_answers_as_documented(live_server):
         check()
         checked.append(operation.path)
     assert "/api/sweeps" in checked and "/api/points/{point_id}/requests" in checked and len(checked) >= 8
+
+
+def test_results_are_imported_through_the_api_once(catalog, client):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    from benchmarks.models import Host
+
+    Host.objects.create(name="h200-box", gpu_model="NVIDIA H200", gpu_count=8, compute_capability="9.0")
+    _, viewer = user_with_token("viewer")
+    _, operator = user_with_token("operator")
+    path = Path(__file__).parent / "data" / "imports" / "sglang-bench-serving.jsonl"
+
+    def upload(auth, data=None, **fields):
+        file = SimpleUploadedFile(path.name, data if data is not None else path.read_bytes())
+        return client.post("/api/imports", {"file": file, "host": "h200-box", **fields}, **auth)
+
+    assert upload(viewer).status_code == 403 and not Sweep.objects.exists()
+    first = upload(operator, model="Qwen/Qwen3.6-27B")
+    assert first.status_code == 201, first.content
+    body = first.json()
+    assert body["created"] and body["points"] == 3 and body["sweep"]["source"] == "imported"
+    again = upload(operator, model="Qwen/Qwen3.6-27B")
+    assert again.status_code == 200 and "already imported" in again.json()["message"]
+    bad = upload(operator, data=b'{"backend": "sglang", "completed": "many"}\n', format="sglang")
+    assert bad.status_code == 400 and "line 1" in bad.json()["detail"]
+    assert Sweep.objects.count() == 1
