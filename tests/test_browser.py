@@ -125,6 +125,16 @@ def test_build_launch_watch_and_chart_a_sweep_in_the_browser(browser, operator, 
                .filter(d => d.kind === 'marker').flatMap(d => d.data.map(p => p.reason))"""
     )
     assert any("illegal instruction" in r for r in reasons)
+    # The points table: 9 points, sorted by decode speed (missing values last), filtered.
+    page.wait_for_function("document.querySelectorAll('#points-table tr.point-row').length === 9")
+    page.click("#points-table button[data-sort=decode_tok_s]")
+    page.click("#points-table button[data-sort=decode_tok_s]")  # descending
+    page.wait_for_selector("#points-table th[aria-sort=descending] button[data-sort=decode_tok_s]")
+    page.wait_for_function("document.querySelector('#points-table tr.point-row').dataset.status === 'ok'")
+    page.select_option("#points-table select[name=status]", "ok")
+    page.wait_for_function(
+        "[...document.querySelectorAll('#points-table tr.point-row')].every(r => r.dataset.status === 'ok')")
+    page.select_option("#points-table select[name=status]", "")
     shot(page, "sweep-detail")
     page.click("tbody[data-run-id] tr.run-row >> nth=1")
     page.wait_for_selector("#run-drawer :text('Command launched')")
@@ -136,6 +146,12 @@ def test_build_launch_watch_and_chart_a_sweep_in_the_browser(browser, operator, 
     page.goto(f"{live_server.url}/compare/?run={ar.pk}&run={dd15.pk}")
     page.wait_for_function("window.sweeplabCharts && window.sweeplabCharts.compare")
     shot(page, "compare")
+    # The same two runs as comparison charts of a selection (any runs, across sweeps).
+    page.goto(f"{live_server.url}/charts/?runs={ar.pk},{dd15.pk}")
+    page.wait_for_function("window.sweeplabCharts && window.sweeplabCharts.decode_tok_s")
+    labels = page.evaluate("window.sweeplabCharts.decode_tok_s.data.datasets.map(d => d.label)")
+    assert "autoregressive TP1" in labels and "ddtree budget=15 topk_cap=8 TP1" in labels
+    shot(page, "charts")
     from urllib.parse import urlencode
 
     series = {
