@@ -58,8 +58,9 @@ class TableQueryError(ValueError):
     """A parameter of the points table that cannot be answered; the message says which."""
 
 
-def _int(query, name, default, minimum=1, maximum=None):
-    raw = query.get(name, "").strip()
+def int_param(query, name, default, minimum=1, maximum=None):
+    """An integer GET parameter within bounds (also used by the history page's query)."""
+    raw = str(query.get(name, "")).strip()
     if raw == "":
         return default
     try:
@@ -91,11 +92,11 @@ def parse_query(query):
         "status": status,
         "workload": query.get("workload", "").strip(),
         "method": method,
-        "tp": _int(query, "tp", None),
-        "run": _int(query, "run", None),
+        "tp": int_param(query, "tp", None),
+        "run": int_param(query, "run", None),
         "q": query.get("q", "").strip(),
-        "page": _int(query, "page", 1),
-        "per_page": _int(query, "per_page", DEFAULT_PER_PAGE, maximum=MAX_PER_PAGE),
+        "page": int_param(query, "page", 1),
+        "per_page": int_param(query, "per_page", DEFAULT_PER_PAGE, maximum=MAX_PER_PAGE),
     }
 
 

@@ -596,17 +596,10 @@ class _BadQuery(ValueError):
 
 
 def _int_param(query, name, default=None, minimum=0, maximum=None):
-    raw = query.get(name, "")
-    if raw == "":
-        return default
     try:
-        value = int(raw)
-    except ValueError:
-        raise _BadQuery(f"{name} must be an integer, got {raw!r}") from None
-    if value < minimum or (maximum is not None and value > maximum):
-        bound = f" and <= {maximum}" if maximum is not None else ""
-        raise _BadQuery(f"{name} must be >= {minimum}{bound}, got {value}")
-    return value
+        return points_table_lib.int_param(query, name, default, minimum=minimum, maximum=maximum)
+    except points_table_lib.TableQueryError as exc:
+        raise _BadQuery(str(exc)) from None
 
 
 def _history_query(query):
