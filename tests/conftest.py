@@ -36,3 +36,19 @@ def _own_data_dir(settings, tmp_path):
     """Server logs, demo passwords and the like go to a folder of the test's own."""
     settings.DATA_DIR = tmp_path / "data"
     settings.DATA_DIR.mkdir()
+
+
+@pytest.fixture
+def roles(transactional_db):
+    """The viewer / operator / curator groups, which a data migration creates: a
+    transactional test's flush empties every table (permissions come back with the flush's
+    post_migrate, groups do not), so later ones create them again."""
+    import importlib
+
+    from django.contrib.auth.models import Group, Permission
+
+    for name, codenames in importlib.import_module("runs.migrations.0002_roles").ROLES.items():
+        group, _ = Group.objects.get_or_create(name=name)
+        group.permissions.set(
+            [Permission.objects.get(content_type__app_label=app, codename=codename) for app, codename in codenames]
+        )

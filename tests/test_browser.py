@@ -41,7 +41,7 @@ def browser(monkeypatch):
 
 
 @pytest.fixture
-def operator(transactional_db):
+def operator(transactional_db, roles):
     call_command("seed_demo", stdout=StringIO())
     engine = Engine.objects.get(name="sglang-sim")
     engine.argv_template = engine.argv_template + ["--time-scale", "0.01"]
