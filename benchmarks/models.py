@@ -43,6 +43,7 @@ class FailureKind(models.TextChoices):
     KILLED = "killed", "Killed"
     UNKNOWN = "unknown", "Unknown"
     MODEL_MISSING = "model_missing", "Model path missing"
+    MODEL_LOAD = "model_load", "Model failed to load"
     BAD_FLAG = "bad_flag", "Rejected command-line flag"
     PREFLIGHT = "preflight", "Preflight check failed"
     STARTUP_TIMEOUT = "startup_timeout", "Not ready in time"

@@ -39,6 +39,7 @@ HEARTBEAT_S = 5
 TERM_GRACE_S = 10
 WARMUP_MAX_TOKENS = 16
 LOG_TAIL_BYTES = 256 * 1024
+LAUNCH_MARK = "=== sweeplab: launching"
 READY_POLL_S = 0.5
 GPU_RELEASE_TIMEOUT_S = 60
 
@@ -394,7 +395,7 @@ class RunExecutor:
         if gpus:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in gpus)
         with open(log_path, "ab") as out:
-            out.write(f"\n=== sweeplab: launching {' '.join(argv)}\n".encode())
+            out.write(f"\n{LAUNCH_MARK} {' '.join(argv)}\n".encode())
             out.flush()
             proc = subprocess.Popen(
                 argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
@@ -423,12 +424,13 @@ class RunExecutor:
     def read_server_facts(self):
         adapter = get_adapter(self.run.sweep.engine.kind)
         base = self.server.base_url
-        limits = adapter.limits(base)
+        launch_log = self.launch_log()
+        limits = adapter.limits(base, self.run.argv, launch_log)
         self.set_run(
             context_length=limits.context_length,
             kv_capacity_tokens=limits.kv_capacity_tokens,
             engine_version=adapter.version(base)[:200],
-            server_info=_jsonable(adapter.server_info(base)),
+            server_info=_jsonable(adapter.server_info(base, launch_log)),
         )
 
     # telemetry ---------------------------------------------------------------------------
@@ -530,7 +532,7 @@ class RunExecutor:
             num_requests=num_requests,
             timeout_first_token=float(self.options.get("first_token_timeout_s", 600)),
             timeout_stall=float(self.options.get("stall_timeout_s", 60)),
-            extra_body=adapter.extra_body(),
+            extra_body=adapter.extra_body(max_tokens, self.run.server_info),
         )
 
     def probe(self):
@@ -568,13 +570,16 @@ class RunExecutor:
         try:
             texts, prompt_tokens = self.prompts_for(point, count)
         except (OSError, ValueError, prompts.TokenizerError) as exc:
-            if self.server.proc.poll() is not None:
+            if self.server_exited(grace=2.0):  # a refused tokenize call: it may be dying
                 raise ServerDied(f"while sizing prompts: {exc}", point) from None
             self.store_point(point, PointStatus.FAILED, f"could not build the prompt: {exc}", started, None, None)
             return
         adapter = get_adapter(self.run.sweep.engine.kind)
         before = adapter.spec_snapshot(self.server.base_url)
+        log_start = self.log_size()
         result = loadgen.run_load_sync(self.load_config(texts, point.max_new_tokens, point.concurrency, count))
+        point_log = self.log_since(log_start)
+        adapter.relabel_failures(result.results, point_log)
         alive = self.server.proc.poll() is None
         status, reason = point_status(result.results, alive)
         after = adapter.spec_snapshot(self.server.base_url) if alive and before is not None else None
@@ -584,12 +589,43 @@ class RunExecutor:
                 # Engines whose answers carry no per-request speculation counts (vLLM):
                 # this point's counter deltas. Otherwise runs.metrics computed it.
                 summary["accept_length"] = adapter.accept_length(before, after, result)
-            reason = self.token_count_note(point, prompt_tokens, result)
+            summary.update(adapter.server_reported(point_log, self.run.method))
+            notes = [self.token_count_note(point, prompt_tokens, result)]
+            if not adapter.streams_usage:
+                notes += self.check_token_counts(adapter, point, texts, prompt_tokens, result, summary)
+            reason = "; ".join(note for note in notes if note)
         self.store_point(point, status, reason, started, result, summary, prompt_tokens)
         self.event(RunEventKind.POINT_FINISHED, f"{point_label(point)}: {status}", point=point.pk, status=status)
         if status == PointStatus.CRASHED:
             # Its requests are stored as evidence; the reason gets the cause from the log.
             raise ServerDied(reason, point=point)
+
+    def check_token_counts(self, adapter, point, texts, prompt_tokens, result, summary):
+        """The stream carried no token counts, so they were counted from its chunks:
+        repeat the last measured request without streaming (the same body, so the same
+        answer) and compare with the server's own usage, output and prompt. Returns
+        notes for the point where they differ."""
+        last = result.results[-1]
+        try:
+            server_prompt, server_output = adapter.check_counts(
+                self.server.base_url, self.run.sweep.llm.name, texts[last.index % len(texts)], point.max_new_tokens,
+                adapter.extra_body(point.max_new_tokens, self.run.server_info),
+            )
+        except (OSError, ValueError) as exc:  # requests' errors are OSErrors
+            summary["token_count_check"] = {"error": str(exc)[:300]}
+            return [f"the token count check request failed: {str(exc)[:200]}"]
+        summary["token_count_check"] = {
+            "request_index": last.index, "stream_chunk_tokens": last.output_tokens,
+            "server_completion_tokens": server_output, "server_prompt_tokens": server_prompt,
+        }
+        notes = []
+        if server_output != last.output_tokens:
+            notes.append(f"output tokens counted from the stream's chunks ({last.output_tokens}) differ from the "
+                         f"server's count for the same request ({server_output})")
+        # A dataset point's prompts differ in length; the others are all of one length.
+        if point.workload.kind != WorkloadKind.DATASET and server_prompt != prompt_tokens:
+            notes.append(f"the server counted {server_prompt} prompt tokens where its tokenizer gave {prompt_tokens}")
+        return notes
 
     def token_count_note(self, point, counted, result):
         """Say so when the server counted a different prompt length than we built."""
@@ -624,6 +660,33 @@ class RunExecutor:
                 )
 
     # failures ----------------------------------------------------------------------------
+
+    def server_exited(self, grace=0.0):
+        """Whether the server process has exited, waiting up to `grace` seconds for it."""
+        try:
+            self.server.proc.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            return False
+        return True
+
+    def log_size(self):
+        try:
+            return self.server.log_path.stat().st_size
+        except OSError:
+            return 0
+
+    def log_since(self, offset):
+        """What the server logged from byte `offset` on (the log of one point)."""
+        try:
+            with open(self.server.log_path, "rb") as f:
+                f.seek(offset)
+                return f.read().decode("utf-8", "replace")
+        except OSError:
+            return ""
+
+    def launch_log(self):
+        """The log since the current launch (a retry appends to the same file)."""
+        return self.log_tail().rsplit(LAUNCH_MARK, 1)[-1]
 
     def log_tail(self):
         if not self.server:

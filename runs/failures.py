@@ -35,10 +35,12 @@ UNKNOWN = "unknown"
 MODEL_MISSING = "model_missing"
 BAD_FLAG = "bad_flag"
 GGML_ASSERT = "ggml_assert"
+MODEL_LOAD = "model_load"
 
 # The same configuration on the same kind of GPU fails the same way every time: these
-# are quarantined. An OOM or an NCCL hiccup depends on the moment and is not.
-DETERMINISTIC = frozenset({CUDA_ILLEGAL_INSTRUCTION, CUDA_ILLEGAL_MEMORY_ACCESS, TRITON_COMPILE})
+# are quarantined (a llama.cpp assertion checks shapes and parameters, which do not change
+# from one launch to the next). An OOM or an NCCL hiccup depends on the moment and is not.
+DETERMINISTIC = frozenset({CUDA_ILLEGAL_INSTRUCTION, CUDA_ILLEGAL_MEMORY_ACCESS, TRITON_COMPILE, GGML_ASSERT})
 
 
 @dataclass(frozen=True)

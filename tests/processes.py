@@ -69,8 +69,8 @@ def wait_for(predicate, timeout, interval=0.2):
     return predicate()
 
 
-def simengine_pids():
-    """Process ids of every simengine server on this machine."""
+def server_pids(module):
+    """Process ids of every `python -m <module>` server on this machine."""
     pids = set()
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -79,6 +79,14 @@ def simengine_pids():
             cmdline = (entry / "cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if b"simengine" in cmdline and b"-m" in cmdline:
+        if module.encode() in cmdline and b"-m" in cmdline:
             pids.add(int(entry.name))
     return pids
+
+
+def simengine_pids():
+    return server_pids("simengine")
+
+
+def llamacpp_pids():
+    return server_pids("llama_cpp.server")

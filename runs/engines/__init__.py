@@ -6,11 +6,12 @@ and talk HTTP with `requests`.
 """
 
 from runs.engines.base import ArgvError, EngineAdapter, LaunchValues, ServerLimits
+from runs.engines.llamacpp import LlamaCppAdapter
 from runs.engines.sglang import SGLangAdapter
 from runs.engines.simulated import SimulatedAdapter
 from runs.engines.vllm import VLLMAdapter
 
-ADAPTERS = {a.kind: a for a in (SGLangAdapter(), VLLMAdapter(), SimulatedAdapter())}
+ADAPTERS = {a.kind: a for a in (SGLangAdapter(), VLLMAdapter(), LlamaCppAdapter(), SimulatedAdapter())}
 
 
 def get_adapter(kind):

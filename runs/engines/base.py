@@ -125,8 +125,9 @@ class EngineAdapter:
     def placeholder_values(self, values):
         return values.as_dict()
 
-    def extra_body(self):
-        """Fields added to every generation request (beyond prompt and max tokens)."""
+    def extra_body(self, max_tokens, server_info):
+        """Fields added to every generation request (beyond prompt and max tokens).
+        `server_info`: what `server_info` said about the running server."""
         return {}
 
     # --- readiness ----------------------------------------------------------------
@@ -159,7 +160,9 @@ class EngineAdapter:
 
     # --- what the server says about itself ------------------------------------------
 
-    def limits(self, base_url):
+    def limits(self, base_url, argv=(), log_text=""):
+        """What the running server can hold. `argv`: the command line it was launched
+        with; `log_text`: its log since that launch."""
         return ServerLimits(context_length=self.context_length(base_url), kv_capacity_tokens=None)
 
     def context_length(self, base_url):
@@ -173,7 +176,29 @@ class EngineAdapter:
     def version(self, base_url):
         return ""
 
-    def server_info(self, base_url):
+    def server_info(self, base_url, log_text=""):
+        """Facts about the running server worth keeping with the run (`log_text`: its
+        log since launch)."""
+        return {}
+
+    # --- one point --------------------------------------------------------------------
+
+    # False when the stream carries no token counts: the executor then checks its chunk
+    # count against one non-streamed request per point (`check_counts`).
+    streams_usage = True
+
+    def check_counts(self, base_url, model, prompt, max_tokens, extra_body):
+        """(prompt_tokens, completion_tokens) the server reports for one non-streamed
+        request with the same body as a measured one."""
+        raise NotImplementedError(f"{self.kind} streams its usage; no check request is needed")
+
+    def relabel_failures(self, results, log_text):
+        """Correct, in place, the error kinds of requests whose real cause only the
+        server's log of this point (`log_text`) shows."""
+
+    def server_reported(self, log_text, method):
+        """The server's own figures for one point, read from its log of that point:
+        point fields (e.g. ``server_decode_tok_s``) and extras. Empty when it has none."""
         return {}
 
     # --- speculation, measured for one point ------------------------------------------

@@ -19,11 +19,11 @@ class SGLangAdapter(EngineAdapter):
     api = "sglang-generate"
     ready_log_line = "The server is fired up and ready to roll!"
 
-    def extra_body(self):
+    def extra_body(self, max_tokens, server_info):
         # Every request generates exactly max_new_tokens, so points are comparable.
         return {"ignore_eos": True}
 
-    def limits(self, base_url):
+    def limits(self, base_url, argv=(), log_text=""):
         info = self.server_info(base_url)
         kv = info.get("max_total_num_tokens")
         return ServerLimits(
@@ -31,7 +31,7 @@ class SGLangAdapter(EngineAdapter):
             kv_capacity_tokens=kv if isinstance(kv, int) else None,
         )
 
-    def server_info(self, base_url):
+    def server_info(self, base_url, log_text=""):
         return get_json(base_url + "/get_server_info")
 
     def version(self, base_url):

@@ -50,7 +50,7 @@ class VLLMAdapter(EngineAdapter):
     kind = "vllm"
     api = "openai-completions"
 
-    def extra_body(self):
+    def extra_body(self, max_tokens, server_info):
         # Every request generates exactly max_tokens, so points are comparable.
         return {"ignore_eos": True}
 
@@ -66,7 +66,7 @@ class VLLMAdapter(EngineAdapter):
             filled["speculative_config"] = json.dumps(config, separators=(",", ":"))
         return filled
 
-    def limits(self, base_url):
+    def limits(self, base_url, argv=(), log_text=""):
         kv = None
         try:
             for name, labels, _ in parse_metrics(get_text(base_url + "/metrics")):
