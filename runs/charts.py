@@ -48,7 +48,7 @@ MARKER_STATUSES = {
     PointStatus.NOT_RUN.value: ("#8a939e", "cross", "not run: its server died earlier"),
 }
 NO_BASELINE = "no_baseline"
-NO_BASELINE_MARKER = ("#5c6670", "dash", "no ok autoregressive baseline at this TP and point")
+NO_BASELINE_MARKER = ("#5c6670", "dash", "no ok autoregressive baseline in the same sweep at this TP and point")
 MARKER_RADIUS = 7
 
 POINT_FIELDS = (
@@ -318,12 +318,14 @@ def decode_chart(configs, shapes, many):
 
 def speedup_chart(configs, shapes, many):
     labels = [_point_label(s, many) for s in shapes]
-    baselines = {c.tp: c for c in configs if c.method == Method.AUTOREGRESSIVE}
+    # The baseline is the autoregressive run of the configuration's own sweep at its TP: in a
+    # selection of runs from several sweeps, another sweep's run is no baseline.
+    baselines = {(c.sweep_id, c.tp): c for c in configs if c.method == Method.AUTOREGRESSIVE}
     datasets, failures = [], []
     for config in configs:
         if config.method == Method.AUTOREGRESSIVE:
             continue
-        baseline = baselines.get(config.tp)
+        baseline = baselines.get((config.sweep_id, config.tp))
         data = []
         for shape, label in zip(shapes, labels):
             point = config.points.get(shape)
@@ -337,7 +339,7 @@ def speedup_chart(configs, shapes, many):
                 failures.append((label, config.label, *failure))
             elif _is_ok(point) and value is None:
                 if baseline is None:
-                    why = f"no autoregressive run at TP{config.tp}"
+                    why = f"no autoregressive run at TP{config.tp} in sweep #{config.sweep_id}"
                 elif base is None:
                     why = f"{baseline.label} has no point here"
                 else:
