@@ -179,6 +179,7 @@ def sweep_progress(request, sweep_id):
                     "status": run.status,
                     "status_display": run.get_status_display(),
                     "failure_kind": run.failure_kind,
+                    "failure_kind_display": run.get_failure_kind_display() if run.failure_kind else "",
                     "failure_cause": run.failure_cause,
                     "reason": run.failure_cause or run.reason,
                     "points": {
