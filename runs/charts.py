@@ -24,6 +24,7 @@ Value datasets also carry ``config``, ``method``, ``tp``, ``params``, ``run`` an
 from collections import defaultdict
 
 from benchmarks.models import Method
+from runs.metrics import metric_label
 from runs.models import Point, PointStatus, Run
 
 # -- The palette: one place. A hue per method; shades per parameter value / TP. -----------
@@ -312,7 +313,7 @@ def decode_chart(configs, shapes, many):
                          **config.identity(), **config.style("bar")})
     return _chart(
         "decode_tok_s", "bar", "Decode speed per configuration", "workload and prompt length (tokens)",
-        "decode speed (tok/s)", datasets + _markers(failures), labels=labels,
+        metric_label("decode_tok_s"), datasets + _markers(failures), labels=labels,
     )
 
 
@@ -387,10 +388,11 @@ def prompt_length_charts(configs, shapes, many):
     for (workload, concurrency), xs_of in groups.items():
         suffix = f":c{concurrency}" if many else ""
         at = f" at concurrency {concurrency}" if many else ""
-        for chart_id, field, title, y_label in (
-            ("decode_vs_prompt", "decode_tok_s", "Decode speed against prompt length", "decode speed (tok/s)"),
-            ("ttft_vs_prompt", "mean_ttft_ms", "Mean TTFT against prompt length", "mean TTFT (ms)"),
+        for chart_id, field, title in (
+            ("decode_vs_prompt", "decode_tok_s", "Decode speed against prompt length"),
+            ("ttft_vs_prompt", "mean_ttft_ms", "Mean TTFT against prompt length"),
         ):
+            y_label = metric_label(field)
             datasets, failures = _line_per_config(configs, xs_of, field)
             charts.append(_chart(
                 f"{chart_id}:{workload}{suffix}", "line", f"{title}: {workload}{at}",
@@ -461,7 +463,7 @@ def accept_length_charts(configs, shapes, many):
         charts.append(_chart(
             f"accept_length:{workload}", "line",
             f"Speculative accept length against DDTree budget / DFlash block size: {workload}",
-            "DDTree budget / DFlash block size (tokens)", "mean accept length (tokens)",
+            "DDTree budget / DFlash block size (tokens)", metric_label("accept_length"),
             datasets + _markers(failures), x_type="linear",
         ))
     return charts
@@ -480,7 +482,7 @@ def concurrency_charts(configs, shapes):
         datasets, failures = _line_per_config(configs, sorted(xs_of), "output_throughput")
         charts.append(_chart(
             f"throughput_vs_concurrency:{label}", "line", f"Output throughput against concurrency: {label}",
-            "concurrency (requests in flight)", "output throughput (tok/s)", datasets + _markers(failures),
+            "concurrency (requests in flight)", metric_label("output_throughput"), datasets + _markers(failures),
             x_type="linear",
         ))
     return charts
