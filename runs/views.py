@@ -711,7 +711,7 @@ def history_data(request):
             out.append(item)
     return JsonResponse({
         "series": filters,
-        "metric": {"name": metric, "label": hist.metric_label(metric), "higher_is_better": higher},
+        "metric": {"name": metric, "label": metrics.metric_label(metric), "higher_is_better": higher},
         "method": {
             "name": hist.METHOD_NAME,
             "window": window,
