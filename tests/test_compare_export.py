@@ -307,6 +307,24 @@ def test_it_marks_the_points_of_an_excluded_run_on_the_compare_page_and_never_co
     assert "wrong driver on the host" in html and 'data-status="excluded"' in html
 
 
+@pytest.mark.parametrize("configs, points_per_run", [(1, 1), (6, 9)])
+def test_it_builds_the_compare_page_in_the_same_queries_whatever_its_size(catalog, viewer, client, configs,
+                                                                           points_per_run, django_assert_num_queries):
+    many = [("ddtree", {"budget": 8 + i, "topk_cap": 8}, 1) for i in range(configs)]
+    sweeps = [make_sweep(f"s{i}", many, points_per_run=points_per_run, requests_per_point=1) for i in range(3)]
+    runs = [Run.objects.filter(sweep=sweep).order_by("position").first().pk for sweep in sweeps]
+    client.force_login(viewer)
+    client.get(reverse("compare"))  # warm the session
+    # Session, user, the sweeps (or runs), their points, the user's and groups' permissions.
+    with django_assert_num_queries(6):
+        response = client.get(reverse("compare"), {"sweep": [s.pk for s in sweeps]})
+    assert len(response.context["rows"]) == configs * points_per_run
+    assert len(response.context["chart"]["datasets"]) == 3
+    with django_assert_num_queries(6):
+        response = client.get(reverse("compare"), {"run": runs})
+    assert response.context["mode"] == "run" and len(response.context["rows"]) == points_per_run
+
+
 def test_compare_runs_matches_on_workload_length_and_concurrency(catalog, viewer, client):
     sweep = make_sweep("s", CONFIGS, decode=100.0)
     ar, dd = Run.objects.filter(sweep=sweep).order_by("position")
