@@ -1012,6 +1012,6 @@ def compare(request):
             metric_label=label,
             higher_is_better=compare_lib.higher_is_better(metric),
             chart=compare_lib.chart_data(groups, rows, metric, mode=context["mode"]),
-            chart_height_px=140 + 24 * len(rows),
+            chart_height_px=140 + len(rows) * (8 + 14 * len(groups)),  # a bar per group in each row
         )
     return render(request, "runs/compare.html", context, status=400 if errors else 200)
