@@ -24,6 +24,7 @@ Value datasets also carry ``config``, ``method``, ``tp``, ``params``, ``run`` an
 from collections import defaultdict
 
 from benchmarks.models import Method
+from runs.metrics import metric_label
 from runs.models import Point, PointStatus, Run
 
 # -- The palette: one place. A hue per method; shades per parameter value / TP. -----------
@@ -48,7 +49,7 @@ MARKER_STATUSES = {
     PointStatus.NOT_RUN.value: ("#8a939e", "cross", "not run: its server died earlier"),
 }
 NO_BASELINE = "no_baseline"
-NO_BASELINE_MARKER = ("#5c6670", "dash", "no ok autoregressive baseline at this TP and point")
+NO_BASELINE_MARKER = ("#5c6670", "dash", "no ok autoregressive baseline in the same sweep at this TP and point")
 MARKER_RADIUS = 7
 
 POINT_FIELDS = (
@@ -312,18 +313,20 @@ def decode_chart(configs, shapes, many):
                          **config.identity(), **config.style("bar")})
     return _chart(
         "decode_tok_s", "bar", "Decode speed per configuration", "workload and prompt length (tokens)",
-        "decode speed (tok/s)", datasets + _markers(failures), labels=labels,
+        metric_label("decode_tok_s"), datasets + _markers(failures), labels=labels,
     )
 
 
 def speedup_chart(configs, shapes, many):
     labels = [_point_label(s, many) for s in shapes]
-    baselines = {c.tp: c for c in configs if c.method == Method.AUTOREGRESSIVE}
+    # The baseline is the autoregressive run of the configuration's own sweep at its TP: in a
+    # selection of runs from several sweeps, another sweep's run is no baseline.
+    baselines = {(c.sweep_id, c.tp): c for c in configs if c.method == Method.AUTOREGRESSIVE}
     datasets, failures = [], []
     for config in configs:
         if config.method == Method.AUTOREGRESSIVE:
             continue
-        baseline = baselines.get(config.tp)
+        baseline = baselines.get((config.sweep_id, config.tp))
         data = []
         for shape, label in zip(shapes, labels):
             point = config.points.get(shape)
@@ -337,7 +340,7 @@ def speedup_chart(configs, shapes, many):
                 failures.append((label, config.label, *failure))
             elif _is_ok(point) and value is None:
                 if baseline is None:
-                    why = f"no autoregressive run at TP{config.tp}"
+                    why = f"no autoregressive run at TP{config.tp} in sweep #{config.sweep_id}"
                 elif base is None:
                     why = f"{baseline.label} has no point here"
                 else:
@@ -385,10 +388,11 @@ def prompt_length_charts(configs, shapes, many):
     for (workload, concurrency), xs_of in groups.items():
         suffix = f":c{concurrency}" if many else ""
         at = f" at concurrency {concurrency}" if many else ""
-        for chart_id, field, title, y_label in (
-            ("decode_vs_prompt", "decode_tok_s", "Decode speed against prompt length", "decode speed (tok/s)"),
-            ("ttft_vs_prompt", "mean_ttft_ms", "Mean TTFT against prompt length", "mean TTFT (ms)"),
+        for chart_id, field, title in (
+            ("decode_vs_prompt", "decode_tok_s", "Decode speed against prompt length"),
+            ("ttft_vs_prompt", "mean_ttft_ms", "Mean TTFT against prompt length"),
         ):
+            y_label = metric_label(field)
             datasets, failures = _line_per_config(configs, xs_of, field)
             charts.append(_chart(
                 f"{chart_id}:{workload}{suffix}", "line", f"{title}: {workload}{at}",
@@ -459,7 +463,7 @@ def accept_length_charts(configs, shapes, many):
         charts.append(_chart(
             f"accept_length:{workload}", "line",
             f"Speculative accept length against DDTree budget / DFlash block size: {workload}",
-            "DDTree budget / DFlash block size (tokens)", "mean accept length (tokens)",
+            "DDTree budget / DFlash block size (tokens)", metric_label("accept_length"),
             datasets + _markers(failures), x_type="linear",
         ))
     return charts
@@ -478,7 +482,7 @@ def concurrency_charts(configs, shapes):
         datasets, failures = _line_per_config(configs, sorted(xs_of), "output_throughput")
         charts.append(_chart(
             f"throughput_vs_concurrency:{label}", "line", f"Output throughput against concurrency: {label}",
-            "concurrency (requests in flight)", "output throughput (tok/s)", datasets + _markers(failures),
+            "concurrency (requests in flight)", metric_label("output_throughput"), datasets + _markers(failures),
             x_type="linear",
         ))
     return charts

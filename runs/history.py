@@ -27,6 +27,7 @@ import math
 from django.db.models import F, FloatField, Q
 
 from benchmarks.models import LLM, Engine, Host, Workload
+from runs.metrics import metric_label
 from runs.models import Point, PointStatus, Run
 
 DEFAULT_WINDOW = 5
@@ -47,13 +48,6 @@ DEFAULT_METRIC = "decode_tok_s"
 
 def higher_is_better(metric):
     return not (metric.endswith("_ms") or metric in LOWER_IS_BETTER_EXTRA)
-
-
-def metric_label(metric):
-    unit = "ms" if metric.endswith("_ms") else "s" if metric == "duration" else ""
-    name = metric[: -len("_ms")] if metric.endswith("_ms") else metric
-    label = name.replace("_", " ")
-    return f"{label} ({unit})" if unit else label
 
 
 def validate_metric(metric):

@@ -131,6 +131,34 @@ FIELDS: tuple[str, ...] = (
     "event_loop_lag_p99_ms",
 )
 
+#: How each point metric is named on screen, with its unit: the one definition behind the
+#: axis labels of the comparison charts, the compare page and history.
+LATENCY_NAMES = {"ttft": "TTFT", "tpot": "TPOT", "itl": "ITL", "e2el": "E2EL"}
+METRIC_NAMES: dict[str, tuple[str, str]] = {
+    "duration": ("duration", "s"),
+    "request_throughput": ("request throughput", "req/s"),
+    "output_throughput": ("output throughput", "tok/s"),
+    "total_token_throughput": ("total token throughput", "tok/s"),
+    **{f"{s}_{m}_ms": (f"{s} {LATENCY_NAMES[m]}", "ms") for m in LATENCIES for s in STATS},
+    "decode_tok_s": ("decode speed", "tok/s"),
+    "server_decode_tok_s": ("decode speed as the server reported it", "tok/s"),
+    "max_output_tokens_per_s": ("peak output throughput", "tok/s"),
+    "accept_length": ("mean accept length", "tokens"),
+    "event_loop_lag_p99_ms": ("p99 event-loop lag", "ms"),
+}
+
+
+def metric_unit(metric: str) -> str:
+    """The unit of a point metric ("tok/s", "ms", ...). KeyError for an unknown metric."""
+    return METRIC_NAMES[metric][1]
+
+
+def metric_label(metric: str) -> str:
+    """A point metric's name with its unit, e.g. "decode speed (tok/s)", "mean TTFT (ms)".
+    KeyError for an unknown metric."""
+    name, unit = METRIC_NAMES[metric]
+    return f"{name} ({unit})"
+
 
 def _get(rec: Any, name: str, default: Any = None) -> Any:
     if isinstance(rec, Mapping):

@@ -179,6 +179,7 @@ def sweep_progress(request, sweep_id):
                     "status": run.status,
                     "status_display": run.get_status_display(),
                     "failure_kind": run.failure_kind,
+                    "failure_kind_display": run.get_failure_kind_display() if run.failure_kind else "",
                     "failure_cause": run.failure_cause,
                     "reason": run.failure_cause or run.reason,
                     "points": {
@@ -710,7 +711,7 @@ def history_data(request):
             out.append(item)
     return JsonResponse({
         "series": filters,
-        "metric": {"name": metric, "label": hist.metric_label(metric), "higher_is_better": higher},
+        "metric": {"name": metric, "label": metrics.metric_label(metric), "higher_is_better": higher},
         "method": {
             "name": hist.METHOD_NAME,
             "window": window,
@@ -904,6 +905,7 @@ def selection_export(request, kind):
 COMPARE_POINT_FIELDS = (
     "run_id", "run__sweep_id", "run__method", "run__params", "run__params_key", "run__tp", "run__attempt",
     "workload__name", "prompt_tokens", "concurrency", "status", "reason", "excluded", "exclude_reason",
+    "run__excluded", "run__exclude_reason",
 )
 
 
@@ -915,7 +917,10 @@ def _compare_points(queryset, metric):
             "params": r["run__params"], "params_key": r["run__params_key"], "tp": r["run__tp"],
             "attempt": r["run__attempt"], "workload": r["workload__name"], "prompt_tokens": r["prompt_tokens"],
             "concurrency": r["concurrency"], "status": r["status"], "reason": r["reason"],
-            "excluded": r["excluded"], "exclude_reason": r["exclude_reason"], metric: r[metric],
+            # A point of an excluded run is excluded too (as in the charts and history).
+            "excluded": r["excluded"] or r["run__excluded"],
+            "exclude_reason": r["exclude_reason"] if r["excluded"] else (r["run__exclude_reason"] or "run excluded"),
+            metric: r[metric],
         }
         for r in rows
     ]
@@ -930,10 +935,6 @@ def _ids(values):
         if int(value) not in ids:
             ids.append(int(value))
     return ids
-
-
-def _metric_label(metric):
-    return Point._meta.get_field(metric).verbose_name if metric in compare_lib.METRICS else metric
 
 
 @login_required
@@ -1004,13 +1005,13 @@ def compare(request):
         if context["mode"] == "run":
             context["run_ids"] = ",".join(str(group["id"]) for group in groups)
         rows = compare_lib.compare(groups, metric, mode=context["mode"])
-        label = _metric_label(metric)
+        label = metrics.metric_label(metric)
         context.update(
             groups=[{k: v for k, v in g.items() if k != "points"} for g in groups],
             rows=rows,
             metric_label=label,
             higher_is_better=compare_lib.higher_is_better(metric),
-            chart=compare_lib.chart_data(groups, rows, metric, label),
-            chart_height_px=140 + 24 * len(rows),
+            chart=compare_lib.chart_data(groups, rows, metric, mode=context["mode"]),
+            chart_height_px=140 + len(rows) * (8 + 14 * len(groups)),  # a bar per group in each row
         )
     return render(request, "runs/compare.html", context, status=400 if errors else 200)

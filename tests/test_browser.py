@@ -12,7 +12,8 @@ from django.contrib.auth.models import Group, User
 from django.core.management import call_command
 
 from benchmarks.models import Engine, Sweep
-from runs.models import Run
+from runs.charts import sweep_charts
+from runs.models import Point, PointStatus, Run
 from tests.processes import celery_worker, simengine_pids, wait_for
 
 CHROMIUM = "/usr/bin/chromium"
@@ -111,11 +112,24 @@ def test_build_launch_watch_and_chart_a_sweep_in_the_browser(browser, operator, 
     assert "extrapolated" not in page.inner_text("[data-field=estimate]")
 
     page.goto(url)
-    page.wait_for_function("window.sweeplabCharts && Object.keys(window.sweeplabCharts).length > 3")
+    page.wait_for_selector("#comparison-charts[data-ready=true]")
     charts = page.evaluate(
         """() => Object.fromEntries(Object.entries(window.sweeplabCharts).map(
                ([name, chart]) => [name, chart.data.datasets.map(d => d.label)]))"""
     )
+    # Every Chart.js instance on the page is one of these, and each drew the datasets the
+    # server sent it: the status chart its statuses, each comparison chart its configurations
+    # and markers (none left empty, none missing).
+    assert page.evaluate(
+        """() => Object.values(Chart.instances).every(c => Object.values(window.sweeplabCharts).includes(c))"""
+    )
+    assert page.evaluate("Object.keys(Chart.instances).length") == len(charts)
+    expected = {chart["id"]: [d["label"] for d in chart["datasets"]] for chart in sweep_charts(sweep.pk)["charts"]}
+    statuses = set(Point.objects.filter(run__sweep=sweep).values_list("status", flat=True))
+    expected["status"] = [label for value, label in PointStatus.choices if value in statuses]
+    assert set(charts) == set(expected) and len(expected) > 4
+    for name, labels in charts.items():
+        assert labels and labels == expected[name], name
     assert "ddtree budget=15 topk_cap=8 TP1" in charts["decode_tok_s"]
     assert "autoregressive TP1" in charts["decode_tok_s"]
     # The budget-8 crash is a marker with its reason, not a zero bar.
@@ -143,8 +157,42 @@ def test_build_launch_watch_and_chart_a_sweep_in_the_browser(browser, operator, 
     # Compare two configurations point by point, and follow one series over time.
     ar, dd15 = (Run.objects.get(sweep=sweep, method=m, params_key=k) for m, k in (
         ("autoregressive", "{}"), ("ddtree", '{"budget":15,"topk_cap":8}')))
-    page.goto(f"{live_server.url}/compare/?run={ar.pk}&run={dd15.pk}")
+    dd8 = Run.objects.get(sweep=sweep, method="ddtree", params_key='{"budget":8,"topk_cap":8}')
+    page.goto(f"{live_server.url}/compare/?run={ar.pk}&run={dd15.pk}&run={dd8.pk}")
     page.wait_for_function("window.sweeplabCharts && window.sweeplabCharts.compare")
+    compare = page.evaluate(
+        """() => { const c = window.sweeplabCharts.compare;
+                   return {title: c.options.plugins.title.text, x: c.options.scales.x.title.text,
+                           y: c.options.scales.y.title.text,
+                           datasets: c.data.datasets.map(d => ({label: d.label, kind: d.kind, data: d.data,
+                                                                barColors: d.barColors || null}))}; }"""
+    )
+    assert compare["title"].startswith("decode speed (tok/s) of matched points")
+    assert compare["x"] == "decode speed (tok/s), higher is better" and compare["y"] == "matched point"
+    values = {d["label"]: d for d in compare["datasets"] if d["kind"] == "value"}
+    assert list(values) == [f"#{sweep.pk}/{run.pk} {run.config_label}" for run in (ar, dd15, dd8)]
+    # DDTree budget 15 decodes faster than autoregressive: green bars; budget 8 crashed: no bars,
+    # markers with the crash's reason instead.
+    assert set(values[f"#{sweep.pk}/{dd15.pk} {dd15.config_label}"]["barColors"]) == {"#1a7f37"}
+    assert values[f"#{sweep.pk}/{dd8.pk} {dd8.config_label}"]["data"] == [None, None, None]
+    marker_sets = [d for d in compare["datasets"] if d["kind"] == "marker"]
+    assert {d["label"] for d in marker_sets} <= {"Crashed (server died during it)", "Not run (server died earlier)"}
+    assert sum(len(d["data"]) for d in marker_sets) == 3
+    assert any("illegal instruction" in m["reason"] for d in marker_sets for m in d["data"])
+    # A marker can be hovered, and its tooltip says what happened.
+    page.evaluate("window.scrollTo(0, 0)")
+    x, y = page.evaluate(
+        """() => { const c = window.sweeplabCharts.compare;
+                   const i = c.data.datasets.findIndex(d => d.kind === 'marker');
+                   const p = c.getDatasetMeta(i).data[0], r = c.canvas.getBoundingClientRect();
+                   return [r.left + p.x, r.top + p.y]; }"""
+    )
+    page.mouse.move(x, y)
+    page.wait_for_function(
+        """group => (window.sweeplabCharts.compare.tooltip.body || [])
+                      .some(b => b.lines[0].startsWith(group + ': ') && b.lines[1].includes('illegal instruction'))""",
+        arg=f"#{sweep.pk}/{dd8.pk} {dd8.config_label}",
+    )
     shot(page, "compare")
     # The same two runs as comparison charts of a selection (any runs, across sweeps).
     page.goto(f"{live_server.url}/charts/?runs={ar.pk},{dd15.pk}")

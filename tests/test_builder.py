@@ -1,3 +1,4 @@
+from datetime import timedelta
 from io import StringIO
 from pathlib import Path
 
@@ -5,9 +6,10 @@ import pytest
 from django.contrib.auth.models import Group, User
 from django.core.management import call_command
 from django.urls import reverse
+from django.utils import timezone
 
 from benchmarks.models import Sweep
-from runs.models import Run
+from runs.models import Point, Run
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "qwen3.6-27b-sm120.yaml"
 
@@ -224,3 +226,32 @@ def test_the_estimate_comes_from_the_history_of_the_same_points(demo, client):
     wider = preview_of(client, {**SMALL, "workloads": ["fibonacci", {"long-context": {"prompt_tokens": [1000, 2000, 4000]}}]})
     assert wider["estimate"]["points_with_history"] == 9 and wider["estimate"]["points_planned"] == 12
     assert "3 extrapolated" in wider["estimate"]["text"]
+
+
+BIG = {
+    **SMALL,
+    "tp": [1, 4, 8],
+    "methods": ["autoregressive", {"ddtree": {"budget": [8, 12, 15, 16, 32, 64], "topk_cap": 8}},
+                {"dflash": {"block_size": [8, 16]}}],
+    "workloads": ["fibonacci", {"long-context": {"prompt_tokens": [1000, 2000, 4000, 8000, 16000]}}],
+    "concurrency": [1, 2, 4],
+}
+
+
+@pytest.mark.parametrize("with_history", [False, True])
+def test_it_previews_a_plan_in_the_same_queries_whatever_its_size(demo, client, with_history,
+                                                                 django_assert_num_queries):
+    client.force_login(user_in("operator"))
+    if with_history:  # an earlier sweep of these points: the estimate reads its history
+        client.post(reverse("sweep-new"), {"editor": "form", "spec_json": json.dumps(BIG), "action": "draft"})
+        Run.objects.update(status="done", started_at=timezone.now() - timedelta(hours=1))
+        Point.objects.update(status="ok", started_at=timezone.now() - timedelta(minutes=50),
+                             finished_at=timezone.now() - timedelta(minutes=49), completed=2, failed=0)
+    client.get(reverse("sweep-new"))  # warm the session
+    # Session, user, the user's and groups' permissions, the catalog (4), the sweep's host,
+    # engine and model again, active quarantines, then the history: points and run start-ups.
+    for spec, runs in ((SMALL, 3), (BIG, 27)):
+        with django_assert_num_queries(14):
+            answer = preview_of(client, spec)
+        assert answer["valid"] and answer["totals"]["runs"] == runs
+    assert (answer["estimate"] is not None) == with_history

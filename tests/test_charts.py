@@ -241,6 +241,25 @@ def test_charts_of_chosen_runs(sweep):
     assert list(bars) == ["autoregressive TP1", "dflash block_size=16 TP1"]
 
 
+def test_it_divides_a_speedup_by_the_autoregressive_run_of_the_same_sweep_only(catalog):
+    this_week, last_week = make_sweep("this week"), make_sweep("last week")
+    ar_tp1 = add_run(this_week, 0, "autoregressive", {}, 1, speed=50.0)
+    dflash = add_run(this_week, 1, "dflash", {"block_size": 16}, 1, speed=100.0)
+    ddtree = add_run(this_week, 2, "ddtree", {"budget": 15}, 4, speed=160.0)
+    # Last week's autoregressive runs come last in the selection: a baseline keyed by TP alone
+    # would divide this week's configurations by them.
+    old_tp1 = add_run(last_week, 0, "autoregressive", {}, 1, speed=25.0)
+    old_tp4 = add_run(last_week, 1, "autoregressive", {}, 4, speed=40.0)
+    chart = charts_by_id(build_charts(run_ids=[r.pk for r in (ar_tp1, dflash, ddtree, old_tp1, old_tp4)]))["speedup"]
+    bars = values(chart)
+    assert bars[f"#{this_week.pk} dflash block_size=16 TP1"] == [2.0, 2.0, 2.0]
+    # This week has no autoregressive run at TP4: no speedup, whatever last week had.
+    assert bars[f"#{this_week.pk} ddtree budget=15 TP4"] == [None, None, None]
+    no_baseline = markers(chart)["no_baseline"]
+    assert {m["config"] for m in no_baseline} == {f"#{this_week.pk} ddtree budget=15 TP4"}
+    assert all(m["reason"] == f"no autoregressive run at TP4 in sweep #{this_week.pk}" for m in no_baseline)
+
+
 @pytest.mark.parametrize("ddtree_runs", [1, 9])
 def test_constant_query_count(catalog, ddtree_runs, django_assert_num_queries):
     sweep = make_sweep()

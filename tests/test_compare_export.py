@@ -87,11 +87,54 @@ def test_compare_matches_on_the_key_and_keeps_non_ok_reasons():
     assert third["cells"][1]["present"] is False and third["matched"] == 1
     lower = compare_lib.compare(groups, "mean_ttft_ms")
     assert lower[0]["cells"][1]["verdict"] == "worse"
-    chart = compare_lib.chart_data(groups, rows, "decode_tok_s", "decode")
+    chart = compare_lib.chart_data(groups, rows, "decode_tok_s")
     assert chart["datasets"][1]["data"] == [120.0, None, None]
     assert chart["datasets"][1]["status"][1] == "crashed"
     with pytest.raises(KeyError):
         compare_lib.compare(groups, "status")
+
+
+def test_it_colours_compare_bars_by_verdict_and_draws_cells_without_a_value_as_markers():
+    groups = [
+        {"label": "base", "points": [p(value=100.0), p(value=100.0, prompt_tokens=2000), p(value=100.0, tp=2),
+                                     p(value=100.0, tp=4), p(value=100.0, tp=8)]},
+        {"label": "new", "points": [
+            p(value=120.0), p(value=80.0, prompt_tokens=2000), p("crashed", reason="CUDA OOM", tp=2),
+            p(value=None, tp=4),  # ok, but without this metric
+            p(value=100.0, tp=8, excluded=True, exclude_reason="noisy neighbour"),
+        ]},
+    ]
+    rows = compare_lib.compare(groups, "decode_tok_s")
+    chart = compare_lib.chart_data(groups, rows, "decode_tok_s")
+    assert chart["title"] == "decode speed (tok/s) of matched points, against the baseline base"
+    assert chart["x"]["label"] == "decode speed (tok/s), higher is better" and chart["unit"] == "tok/s"
+    assert chart["y"]["label"] == "matched configuration and point"
+    base, new = [d for d in chart["datasets"] if d["kind"] == "value"]
+    green, red = compare_lib.VERDICT_COLOURS["better"], compare_lib.VERDICT_COLOURS["worse"]
+    assert new["data"] == [120.0, 80.0, None, None, None]
+    assert new["barColors"][:2] == [green, red] and new["verdict"][:2] == ["better", "worse"]
+    assert set(base["barColors"]) == {base["backgroundColor"]}  # the baseline is not judged
+    markers = {d["status"]: d for d in chart["datasets"] if d["kind"] == "marker"}
+    assert set(markers) == {"crashed", "no_value", "excluded"}
+    assert markers["crashed"]["data"] == [
+        {"x": 0, "y": rows[2]["label"], "group": "new", "status": "crashed", "reason": "CUDA OOM"}]
+    assert markers["excluded"]["data"][0]["reason"] == "noisy neighbour"
+    assert markers["no_value"]["data"][0]["y"] == rows[3]["label"]
+    assert all(d["type"] == "scatter" and d["pointStyle"] for d in markers.values())
+    assert {entry["status"] for entry in chart["legend"]} == set(markers)
+    # Lower is better: a smaller TTFT is the green bar.
+    lower = compare_lib.chart_data(groups, compare_lib.compare(groups, "mean_ttft_ms"), "mean_ttft_ms", mode="run")
+    assert lower["x"]["label"] == "mean TTFT (ms), lower is better" and lower["y"]["label"] == "matched point"
+    assert lower["datasets"][1]["barColors"][:2] == [red, green]
+
+
+def test_it_never_lets_an_excluded_attempt_hide_one_that_is_not():
+    groups = [
+        {"label": "a", "points": [p(value=100.0)]},
+        {"label": "b", "points": [p(value=90.0, attempt=1), p(value=150.0, attempt=2, excluded=True)]},
+    ]
+    cell = compare_lib.compare(groups, "decode_tok_s")[0]["cells"][1]
+    assert cell["value"] == 90.0 and cell["pct"] == pytest.approx(-10.0)
 
 
 def test_run_mode_ignores_the_configuration_and_latest_attempt_wins():
@@ -234,6 +277,8 @@ def test_compare_two_sweeps(catalog, viewer, client):
     assert 'id="compare-chart-data"' in html and "js/compare.js" in html
     chart = response.context["chart"]
     assert chart["datasets"][1]["data"][3] is None and chart["datasets"][1]["status"][3] == "timeout"
+    assert chart["x"]["label"] == "decode speed (tok/s), higher is better"
+    assert [m["reason"] for d in chart["datasets"] if d["kind"] == "marker" for m in d["data"]] == ["ran out of time after 600 s"]
 
     latency = client.get(reverse("compare"), {"sweep": [base.pk, other.pk], "metric": "mean_ttft_ms"})
     assert latency.status_code == 200
@@ -242,6 +287,42 @@ def test_compare_two_sweeps(catalog, viewer, client):
     reverse_rows = client.get(reverse("compare"), {"sweep": [other.pk, base.pk]}).context["rows"]
     assert reverse_rows[0]["cells"][1]["verdict"] == "worse"
     assert reverse_rows[0]["cells"][1]["pct"] == pytest.approx(-20.0)
+
+
+def test_it_marks_the_points_of_an_excluded_run_on_the_compare_page_and_never_compares_them(catalog, viewer, client):
+    base = make_sweep("base", CONFIGS, decode=100.0)
+    other = make_sweep("other", CONFIGS, decode=125.0)
+    Run.objects.filter(sweep=other, position=1).update(excluded=True, exclude_reason="wrong driver on the host")
+    client.force_login(viewer)
+    response = client.get(reverse("compare"), {"sweep": [base.pk, other.pk]})
+    rows = response.context["rows"]
+    assert [row["cells"][1]["status"] for row in rows] == ["ok", "ok", "excluded", "excluded"]
+    assert all(row["cells"][1]["pct"] is None and row["cells"][1]["verdict"] is None for row in rows[2:])
+    assert rows[2]["cells"][1]["reason"] == "wrong driver on the host"
+    chart = response.context["chart"]
+    assert chart["datasets"][1]["data"] == [125.0, 126.0, None, None]
+    excluded = [d for d in chart["datasets"] if d["kind"] == "marker" and d["status"] == "excluded"]
+    assert [m["y"] for m in excluded[0]["data"]] == [rows[2]["label"], rows[3]["label"]]
+    html = response.content.decode()
+    assert "wrong driver on the host" in html and 'data-status="excluded"' in html
+
+
+@pytest.mark.parametrize("configs, points_per_run", [(1, 1), (6, 9)])
+def test_it_builds_the_compare_page_in_the_same_queries_whatever_its_size(catalog, viewer, client, configs,
+                                                                           points_per_run, django_assert_num_queries):
+    many = [("ddtree", {"budget": 8 + i, "topk_cap": 8}, 1) for i in range(configs)]
+    sweeps = [make_sweep(f"s{i}", many, points_per_run=points_per_run, requests_per_point=1) for i in range(3)]
+    runs = [Run.objects.filter(sweep=sweep).order_by("position").first().pk for sweep in sweeps]
+    client.force_login(viewer)
+    client.get(reverse("compare"))  # warm the session
+    # Session, user, the sweeps (or runs), their points, the user's and groups' permissions.
+    with django_assert_num_queries(6):
+        response = client.get(reverse("compare"), {"sweep": [s.pk for s in sweeps]})
+    assert len(response.context["rows"]) == configs * points_per_run
+    assert len(response.context["chart"]["datasets"]) == 3
+    with django_assert_num_queries(6):
+        response = client.get(reverse("compare"), {"run": runs})
+    assert response.context["mode"] == "run" and len(response.context["rows"]) == points_per_run
 
 
 def test_compare_runs_matches_on_workload_length_and_concurrency(catalog, viewer, client):

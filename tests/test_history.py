@@ -10,6 +10,7 @@ from django.urls import reverse
 
 from benchmarks.models import LLM, Engine, Host, Sweep, Workload
 from benchmarks.plan import canonical_params
+from runs.charts import sweep_charts
 from runs.history import METRICS, choices, detect_regressions, series_points
 from runs.models import Point, Run
 
@@ -196,7 +197,8 @@ def test_history_json_shape_and_regressions(series, viewer, client):
     response = client.get(reverse("history-data"), query(series))
     assert response.status_code == 200, response.content
     data = response.json()
-    assert data["metric"] == {"name": "decode_tok_s", "label": "decode tok s", "higher_is_better": True}
+    # The label and unit the comparison charts give the same metric.
+    assert data["metric"] == {"name": "decode_tok_s", "label": "decode speed (tok/s)", "higher_is_better": True}
     assert data["method"]["name"] == "trailing-window z-score"
     assert (data["method"]["window"], data["method"]["threshold"], data["method"]["min_history"]) == (5, 3.0, 3)
     assert [p["y"] for p in data["points"]] == [100, 101, 99, 100, 60, 100]  # excluded hidden
@@ -221,8 +223,21 @@ def test_history_json_show_excluded(series, viewer, client):
 def test_history_json_lower_is_better_metric(series, viewer, client):
     client.force_login(viewer)
     data = client.get(reverse("history-data"), query(series, metric="median_tpot_ms")).json()
-    assert data["metric"]["higher_is_better"] is False
+    assert data["metric"]["higher_is_better"] is False and data["metric"]["label"] == "median TPOT (ms)"
     assert [r["y"] for r in data["regressions"]] == [pytest.approx(1000 / 60)]
+
+
+def test_it_labels_every_history_metric_with_its_unit_as_the_charts_do(series):
+    labels = {m["name"]: m["label"] for m in choices()["metric"]}
+    assert set(labels) == set(METRICS)
+    assert labels["output_throughput"] == "output throughput (tok/s)"
+    assert labels["total_token_throughput"] == "total token throughput (tok/s)"
+    assert labels["request_throughput"] == "request throughput (req/s)"
+    assert labels["duration"] == "duration (s)" and labels["p99_e2el_ms"] == "p99 E2EL (ms)"
+    assert labels["accept_length"] == "mean accept length (tokens)"
+    sweep = Sweep.objects.order_by("pk").first()
+    charts = {chart["id"]: chart["y"]["label"] for chart in sweep_charts(sweep.pk)["charts"]}
+    assert charts["decode_tok_s"] == labels["decode_tok_s"] == "decode speed (tok/s)"
 
 
 def test_history_json_config_parameter(series, viewer, client):

@@ -95,6 +95,27 @@ def test_progress_json_counts_points_per_run_and_overall(sweep, viewer, client):
     assert data["runs"][1]["points"]["counts"]["ok"] == 1
 
 
+def test_it_shows_a_run_failure_kind_beside_its_cause_on_the_page_and_in_progress_json(sweep, viewer, client):
+    crashed, waiting = list(sweep.runs.order_by("position"))[:2]
+    Run.objects.filter(pk=crashed.pk).update(
+        status=RunStatus.CRASHED,
+        failure_kind=FailureKind.CUDA_ILLEGAL_INSTRUCTION,
+        failure_cause="CUDA error: an illegal instruction was encountered",
+    )
+    client.force_login(viewer)
+    html = client.get(reverse("sweep-detail", args=[sweep.pk])).content.decode()
+    row = html[html.index(f'id="run-{crashed.pk}"'):html.index(f'id="run-{waiting.pk}"')]
+    assert '<span class="badge r-crashed failure-kind" data-field="failure-kind">CUDA illegal instruction</span>' in row
+    assert '<span data-field="reason">CUDA error: an illegal instruction was encountered</span>' in row
+    # A run that has not failed has an empty, hidden kind for the live updates to fill.
+    after = html[html.index(f'id="run-{waiting.pk}"'):]
+    assert '<span class="badge r-crashed failure-kind" data-field="failure-kind" hidden></span>' in after[:after.index("</tbody>")]
+    rows = {r["id"]: r for r in client.get(reverse("sweep-progress", args=[sweep.pk])).json()["runs"]}
+    assert rows[crashed.pk]["failure_kind"] == "cuda_illegal_instruction"
+    assert rows[crashed.pk]["failure_kind_display"] == "CUDA illegal instruction"
+    assert rows[waiting.pk]["failure_kind"] == rows[waiting.pk]["failure_kind_display"] == ""
+
+
 def test_progress_json_says_when_the_sweep_is_finished(sweep, viewer, client):
     sweep.status = SweepStatus.CANCELLED
     sweep.save()

@@ -1,6 +1,8 @@
-// Sweep detail: points of each run by status, one stacked bar per run.
+// Sweep detail: points of each run by status, one stacked bar per run
+// (window.sweeplabCharts.status, beside the comparison charts of charts.js).
 (function () {
   "use strict";
+  window.sweeplabCharts = window.sweeplabCharts || {};
   const source = document.getElementById("status-chart-data");
   const canvas = document.getElementById("status-chart");
   if (!source || !canvas || !window.Chart) return;
@@ -10,7 +12,7 @@
     planned: "#b8bfc8", ok: "#1a7f37", failed: "#c62828", crashed: "#8e1b1b",
     timeout: "#b26a00", context_overflow: "#e0603a", skipped: "#6d5bb0", not_run: "#d5d9de",
   };
-  new Chart(canvas, {
+  window.sweeplabCharts.status = new Chart(canvas, {
     type: "bar",
     data: {
       labels: data.labels,

@@ -76,6 +76,9 @@
         points.appendChild(document.createTextNode(" "));
         points.appendChild(total);
       }
+      const kind = field(row, "failure-kind");
+      setText(kind, run.failure_kind_display || run.failure_kind);
+      if (kind) kind.hidden = !run.failure_kind;
       setText(field(row, "reason"), run.reason);
     });
   }
