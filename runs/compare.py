@@ -9,21 +9,11 @@ run's: an excluded point is shown as excluded, never compared), optionally
 """
 
 from runs.charts import MARKER_RADIUS, MARKER_STATUSES, hsl
-from runs.metrics import metric_label, metric_unit
-from runs.models import LATENCY_FIELDS, PointStatus
+from runs.metrics import METRIC_NAMES, higher_is_better, metric_label, metric_unit
+from runs.models import PointStatus
 
-# Point float metrics one may compare, with their direction (True: higher is better).
-HIGHER_IS_BETTER = (
-    "decode_tok_s",
-    "server_decode_tok_s",
-    "max_output_tokens_per_s",
-    "output_throughput",
-    "total_token_throughput",
-    "request_throughput",
-    "accept_length",
-)
-LOWER_IS_BETTER = (*LATENCY_FIELDS, "event_loop_lag_p99_ms", "duration")
-METRICS = {**{m: True for m in HIGHER_IS_BETTER}, **{m: False for m in LOWER_IS_BETTER}}
+# Point float metrics one may compare; their direction is runs.metrics.higher_is_better.
+METRICS = tuple(METRIC_NAMES)
 DEFAULT_METRIC = "decode_tok_s"
 
 SWEEP_KEY = ("method", "params_key", "tp", "workload", "prompt_tokens", "concurrency")
@@ -54,10 +44,6 @@ MARKERS = {
     MISSING: ("#c0c6cd", "line", "no matching point"),
 }
 MARKER_LABELS = {EXCLUDED: "Excluded", NO_VALUE: "No value", MISSING: "No matching point"}
-
-
-def higher_is_better(metric):
-    return METRICS[metric]
 
 
 def pct_difference(baseline, value):

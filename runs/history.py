@@ -42,12 +42,7 @@ METRICS = tuple(
     for f in Point._meta.get_fields()
     if isinstance(f, FloatField) and f.name != "request_rate"
 )
-LOWER_IS_BETTER_EXTRA = ("duration",)
 DEFAULT_METRIC = "decode_tok_s"
-
-
-def higher_is_better(metric):
-    return not (metric.endswith("_ms") or metric in LOWER_IS_BETTER_EXTRA)
 
 
 def validate_metric(metric):

@@ -148,6 +148,17 @@ METRIC_NAMES: dict[str, tuple[str, str]] = {
 }
 
 
+#: The metrics where less is better (latencies, durations); more is better for the rest.
+LOWER_IS_BETTER = frozenset(m for m, (_, unit) in METRIC_NAMES.items() if unit in ("ms", "s"))
+
+
+def higher_is_better(metric: str) -> bool:
+    """The direction of a point metric, for regressions and comparisons. KeyError for an
+    unknown metric."""
+    METRIC_NAMES[metric]
+    return metric not in LOWER_IS_BETTER
+
+
 def metric_unit(metric: str) -> str:
     """The unit of a point metric ("tok/s", "ms", ...). KeyError for an unknown metric."""
     return METRIC_NAMES[metric][1]

@@ -682,7 +682,7 @@ def history_data(request):
         points = hist.series_points(filters, metric)
     except ValueError as exc:
         return JsonResponse({"error": str(exc)}, status=400)
-    higher = hist.higher_is_better(metric)
+    higher = metrics.higher_is_better(metric)
     flagged = {
         f["index"]: f for f in hist.detect_regressions(points, window=window, threshold=threshold, higher_is_better=higher)
     }
@@ -944,7 +944,10 @@ def compare(request):
     metric = request.GET.get("metric") or compare_lib.DEFAULT_METRIC
     context = {
         "metric": metric,
-        "metrics": [(m, "higher is better" if up else "lower is better") for m, up in compare_lib.METRICS.items()],
+        "metrics": [
+            (m, metrics.metric_label(m), "higher is better" if metrics.higher_is_better(m) else "lower is better")
+            for m in compare_lib.METRICS
+        ],
         "errors": [],
         "groups": [],
         "rows": [],
@@ -1010,7 +1013,7 @@ def compare(request):
             groups=[{k: v for k, v in g.items() if k != "points"} for g in groups],
             rows=rows,
             metric_label=label,
-            higher_is_better=compare_lib.higher_is_better(metric),
+            higher_is_better=metrics.higher_is_better(metric),
             chart=compare_lib.chart_data(groups, rows, metric, mode=context["mode"]),
             chart_height_px=140 + len(rows) * (8 + 14 * len(groups)),  # a bar per group in each row
         )

@@ -10,6 +10,7 @@ from django.urls import reverse
 
 from benchmarks.models import LLM, Engine, Host, Sweep, Workload
 from runs import compare as compare_lib
+from runs.metrics import higher_is_better
 from runs.models import LATENCY_FIELDS, Point, RequestRecord, Run
 from runs.views import EXPORT_COLUMNS
 
@@ -69,7 +70,7 @@ def test_pct_difference_and_verdict_follow_metric_direction():
     assert compare_lib.verdict(10.0, "mean_ttft_ms") == "worse"
     assert compare_lib.verdict(-10.0, "p99_e2el_ms") == "better"
     assert compare_lib.verdict(0.0, "accept_length") == "same"
-    assert compare_lib.higher_is_better("output_throughput") and not compare_lib.higher_is_better("mean_itl_ms")
+    assert higher_is_better("output_throughput") and not higher_is_better("mean_itl_ms")
 
 
 def test_compare_matches_on_the_key_and_keeps_non_ok_reasons():
