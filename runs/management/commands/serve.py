@@ -13,7 +13,7 @@ from pathlib import Path
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from benchmarks.models import Host
+from benchmarks.models import Host, Sweep, SweepStatus
 
 GRACE_SECONDS = 15
 
@@ -56,10 +56,15 @@ class Command(BaseCommand):
 
         if self.wait_for_port(addr, port, children["web"]):
             broker = settings.CELERY_BROKER_URL.split("@")[-1]
+            watch = "".join(
+                f"  watch: http://{addr}:{port}{sweep.get_absolute_url()}  {sweep.name} ({sweep.status})\n"
+                for sweep in Sweep.objects.filter(status__in=[SweepStatus.QUEUED, SweepStatus.RUNNING]).order_by("pk")
+            )
             self.stdout.write(
                 f"\nSweeplab is up: http://{addr}:{port}/\n"
                 f"  {self.login_hint()}\n"
                 f"  workers: {', '.join(hosts)} (broker {broker}; logs in {log_dir})\n"
+                f"{watch}"
                 "  Ctrl-C stops everything.\n"
             )
             self.stdout.flush()

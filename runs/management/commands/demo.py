@@ -1,0 +1,62 @@
+"""`python manage.py demo`: queue the two demo sweeps of `make run` and say where to watch.
+
+1. real: examples/smollm2-cpu.yaml on local-cpu, llama.cpp serving SmolLM2-135M on
+   this machine's CPU;
+2. simulated: examples/qwen3.6-27b-sm120.yaml on sim-8x-rtxpro6000, with the engine
+   `sglang-sim-demo` (simengine at 1/50 of real time) instead of the file's.
+
+Idempotent: a demo sweep already stored is not created again. One left unfinished (the
+last `make run` was stopped in the middle) is resumed; a finished one is only shown.
+They start as soon as `serve` starts the workers.
+"""
+
+from pathlib import Path
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError
+
+from benchmarks.catalog import load_catalog
+from benchmarks.models import Sweep, SweepStatus
+from benchmarks.spec import SpecError, load_yaml, validate
+from runs.sweeps import create_sweep, launch_sweep, resume_sweep
+
+EXAMPLES = Path(settings.BASE_DIR) / "examples"
+SIM_DEMO_ENGINE = "sglang-sim-demo"
+DEMOS = (
+    ("real", EXAMPLES / "smollm2-cpu.yaml", {}),
+    ("simulated", EXAMPLES / "qwen3.6-27b-sm120.yaml", {"engine": SIM_DEMO_ENGINE}),
+)
+
+
+def demo_spec(path, overrides):
+    data = load_yaml(path.read_text(encoding="utf-8"), source=str(path))
+    data.update(overrides)
+    return validate(data, load_catalog())
+
+
+class Command(BaseCommand):
+    help = "Queue the demo sweeps (a real llama.cpp sweep and a simulated SM120 one) unless already there."
+
+    def handle(self, *args, **options):
+        lines = []
+        for label, path, overrides in DEMOS:
+            try:
+                spec = demo_spec(path, overrides)
+            except SpecError as exc:
+                raise CommandError(f"demo sweep {path.name} is not valid here (run seed_demo first?):\n{exc}") from None
+            sweep = Sweep.objects.filter(name=spec.name, engine__name=spec.engine).order_by("-pk").first()
+            if sweep is None:
+                sweep, the_plan = create_sweep(spec)
+                launch_sweep(sweep)
+                totals = the_plan.totals
+                state = f"queued, {totals['runs']} runs and {totals['points']} points ({totals['skipped_points']} skipped by plan)"
+            elif sweep.status in (SweepStatus.QUEUED, SweepStatus.RUNNING):
+                resume_sweep(sweep)
+                state = "unfinished: resumed"
+            elif sweep.status == SweepStatus.DRAFT:
+                launch_sweep(sweep)
+                state = "queued"
+            else:
+                state = f"{sweep.status} already (clone it in the builder to run it again)"
+            lines.append(f"  {label:<9}  {settings.SWEEPLAB_BASE_URL}{sweep.get_absolute_url()}  {sweep.name}: {state}")
+        self.stdout.write("Demo sweeps (they start when the workers are up):\n" + "\n".join(lines))
