@@ -196,8 +196,17 @@ class RunAdmin(CurationAdmin):
 
     @admin.action(description="Re-run as a new attempt (the old one is kept)", permissions=["rerun"])
     def rerun(self, request, queryset):
+        runs = list(queryset.select_related("sweep").order_by("id"))
+        imported = [r for r in runs if r.sweep.is_imported]
+        if imported:
+            names = ", ".join(f"run {r.pk} (sweep {r.sweep_id})" for r in imported)
+            self.message_user(request, f"Not re-run: {names} — imported from a result file, nothing here can "
+                              "measure them again.", messages.WARNING)
+            runs = [r for r in runs if not r.sweep.is_imported]
+            if not runs:
+                return
         try:
-            new_runs = curation.rerun(queryset.select_related("sweep"), request.user)
+            new_runs = curation.rerun(runs, request.user)
         except SweepStateError as exc:
             self.message_user(request, str(exc), messages.ERROR)
             return

@@ -12,9 +12,11 @@ from django.core.management import call_command
 from django.urls import reverse
 from django.utils import timezone
 
-from benchmarks.models import LLM, Engine, FailureKind, Host, KnownFailure, Sweep, SweepStatus, Workload
+from benchmarks.models import LLM, Engine, FailureKind, Host, KnownFailure, Sweep, SweepSource, SweepStatus, Workload
 from runs import curation
-from runs.models import CurationAction, CurationEvent, Point, PointStatus, Run, RunEvent, RunEventKind, RunStatus
+from runs.models import (CurationAction, CurationEvent, Point, PointStatus, RequestRecord, Run, RunEvent, RunEventKind,
+                         RunStatus)
+from runs.sweeps import SweepStateError, queue_new_attempts
 
 
 @pytest.fixture
@@ -147,6 +149,34 @@ def test_rerun_makes_a_new_attempt_and_keeps_the_old_one(curator, client, django
     busy = act(client, "runs_run", "rerun", [new.pk])
     assert any("still in progress" in m for m in messages_of(busy))
     assert Run.objects.count() == 2
+
+
+def test_runs_of_an_imported_sweep_are_not_rerun_and_the_others_are(curator, client,
+                                                                    django_capture_on_commit_callbacks):
+    native, imported = make_sweep("native"), make_sweep("imported")
+    Sweep.objects.filter(pk=imported.pk).update(source=SweepSource.IMPORTED)
+    native_run, imported_run = native.runs.get(), imported.runs.get()
+    client.force_login(curator)
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        response = act(client, "runs_run", "rerun", [native_run.pk, imported_run.pk])
+    new = Run.objects.get(retry_of=native_run)
+    assert messages_of(response) == [
+        f"Not re-run: run {imported_run.pk} (sweep {imported.pk}) — imported from a result file, nothing here can "
+        "measure them again.",
+        f"Re-run queued: run {new.pk} (attempt 2).",
+    ]
+    assert len(callbacks) == 1
+    imported.refresh_from_db()
+    assert imported.runs.count() == 1 and imported.status == SweepStatus.DONE
+    assert list(CurationEvent.objects.values_list("action", "target_id")) == [(CurationAction.RERUN, native_run.pk)]
+    # Only imported runs selected: nothing happens, and it says so.
+    response = act(client, "runs_run", "rerun", [imported_run.pk])
+    assert len(messages_of(response)) == 1 and "Not re-run" in messages_of(response)[0]
+    assert Run.objects.count() == 3
+    # The function itself refuses them too, whoever calls it.
+    with pytest.raises(SweepStateError, match=f"run {imported_run.pk} of imported sweep"):
+        queue_new_attempts([Run.objects.select_related("sweep").get(pk=imported_run.pk)], "again")
+    assert Run.objects.count() == 3
 
 
 def _known_failure():
