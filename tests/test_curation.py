@@ -300,3 +300,18 @@ def test_a_big_unfiltered_list_pages_with_the_row_estimate(curator, monkeypatch)
     estimated = runs_admin.EstimatedCountPaginator(Point.objects.order_by("id"), 10).count
     filtered = runs_admin.EstimatedCountPaginator(Point.objects.filter(position__lt=5).order_by("id"), 10).count
     assert estimated > 0 and filtered == 5
+
+
+def test_every_role_reads_the_curation_history(catalog, client):
+    from runs.roles import ROLES
+
+    # The migrated groups hold exactly the current ROLES (which tests re-create after a flush).
+    for name, codenames in ROLES.items():
+        perms = Group.objects.get(name=name).permissions.values_list("content_type__app_label", "codename")
+        assert set(perms) == set(codenames) and ("runs", "view_curationevent") in codenames, name
+    run = make_sweep().runs.get()
+    curation.exclude(Run.objects.filter(pk=run.pk), staff_in("curator", "cora"), "a noisy neighbour")
+    for group in ("viewer", "operator"):
+        client.force_login(staff_in(group))
+        page = client.get(reverse("admin:runs_curationevent_changelist"))
+        assert page.status_code == 200 and "a noisy neighbour" in page.content.decode(), group
