@@ -89,6 +89,30 @@ def test_a_viewer_reads_but_cannot_create_plan_or_act(catalog, client):
     assert Sweep.objects.count() == 1 and Sweep.objects.get().status == "draft"
 
 
+def test_an_account_without_a_role_gets_403_from_every_operation(catalog, client):
+    _, operator = user_with_token("operator")
+    sweep_id = post_json(client, "/api/sweeps", SMALL, operator).json()["id"]
+    point = Point.objects.filter(run__sweep_id=sweep_id).order_by("id").first()
+    record = RequestRecord.objects.create(point=point, index=0, send_time=1.7e9, output_tokens=4)
+    ids = {"sweep_id": sweep_id, "run_id": point.run_id, "point_id": point.pk, "record_id": record.pk,
+           "kind": "points.csv"}
+    paths = client.get("/api/openapi.json", **operator).json()["paths"]
+    nobody, auth = user_with_token("viewer", "nora")
+    nobody.groups.clear()
+    operations = [(method, path.format(**ids)) for path, ops in paths.items() for method in ops]
+    assert len(operations) >= 14
+    for method, url in operations:
+        response = client.generic(method.upper(), url, json.dumps(SMALL), content_type="application/json", **auth)
+        assert response.status_code == 403 and "has no role" in response.json()["detail"], (method, url)
+    client.force_login(nobody)  # the browser's session: the same
+    assert client.get("/api/sweeps").status_code == 403
+    assert client.get(f"/api/points/{point.pk}/requests").status_code == 403
+    assert Sweep.objects.count() == 1 and Sweep.objects.get().status == "draft"
+    # With a role it reads.
+    nobody.groups.add(Group.objects.get(name="viewer"))
+    assert client.get("/api/sweeps").json()["count"] == 1
+
+
 def test_session_auth_needs_csrf_on_post(catalog):
     user = User.objects.create_user("otto", password="pw-otto-12345")
     user.groups.add(Group.objects.get(name="operator"))
