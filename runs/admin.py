@@ -87,17 +87,30 @@ def ask_text(modeladmin, request, queryset, action, title, label, apply, require
     })
 
 
-def export_points_csv(points_filter, name):
+# The points of a selection of runs, points or sweeps: the lookup from Point.
+POINTS_OF = {Run: "run_id__in", Point: "pk__in", Sweep: "run__sweep_id__in"}
+
+
+@admin.action(description="Export the selection's points as CSV")
+def export_csv(modeladmin, request, queryset):
+    """The sweep page's points.csv, for the points of the selected runs, points or sweeps."""
     from runs.views import _export
 
-    return _export("points.csv", points_filter, name, {})
+    opts = modeladmin.model._meta
+    ids = list(queryset.values_list("pk", flat=True))
+    points = Q(**{POINTS_OF[modeladmin.model]: ids})
+    count = Point.objects.filter(points).count()
+    response = _export("points.csv", points, f"{opts.model_name}s-selection", {})
+    noun = opts.verbose_name if len(ids) == 1 else opts.verbose_name_plural
+    modeladmin.message_user(request, f"Exported {count} point(s) of {len(ids)} {noun} as CSV.", messages.SUCCESS)
+    return response
 
 
 class CurationAdmin(BigTableAdmin):
     """Measured values and what was launched are never edited by hand: only the
     curation flags and notes are writable, and every change is recorded."""
 
-    actions = ["exclude_results", "include_results", "mark_baseline", "annotate", "export_csv"]
+    actions = ["exclude_results", "include_results", "mark_baseline", "annotate", export_csv]
 
     def get_readonly_fields(self, request, obj=None):
         return [f.name for f in self.model._meta.concrete_fields if f.name not in CURATION_FIELDS] + ["curation_history"]
@@ -144,13 +157,6 @@ class CurationAdmin(BigTableAdmin):
     def annotate(self, request, queryset):
         return ask_text(self, request, queryset, "annotate", "Annotate", "Note (appended to the notes)",
                         curation.annotate)
-
-    @admin.action(description="Export the selection's points as CSV")
-    def export_csv(self, request, queryset):
-        ids = list(queryset.values_list("pk", flat=True))
-        if self.model is Run:
-            return export_points_csv(Q(run_id__in=ids), "runs-selection")
-        return export_points_csv(Q(pk__in=ids), "points-selection")
 
 
 class PointInline(admin.TabularInline):
@@ -287,7 +293,7 @@ class SweepAdmin(admin.ModelAdmin):
     readonly_fields = ("spec", "host", "engine", "llm", "owner", "status", "created_at", "launched_at", "finished_at",
                        "source", "import_format", "import_filename", "import_sha256")
     search_fields = ("name", "notes", "import_filename", "import_sha256")
-    actions = ["export_csv"]
+    actions = [export_csv]
     show_full_result_count = False
 
     def get_queryset(self, request):
@@ -303,10 +309,6 @@ class SweepAdmin(admin.ModelAdmin):
     @admin.display(description="Runs", ordering="run_count")
     def run_count(self, obj):
         return obj.run_count
-
-    @admin.action(description="Export the selection's points as CSV")
-    def export_csv(self, request, queryset):
-        return export_points_csv(Q(run__sweep_id__in=list(queryset.values_list("pk", flat=True))), "sweeps-selection")
 
 
 KNOWN_FAILURE_COLUMNS = ("id", "engine_kind", "llm__name", "method", "params_key", "tp", "compute_capability",

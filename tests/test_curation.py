@@ -216,6 +216,9 @@ def test_export_actions_return_the_selection_as_csv(curator, client):
                                {"action": "export_csv", ACTION_CHECKBOX_NAME: [str(i) for i in ids]})
         rows = list(csv.DictReader(io.StringIO(b"".join(response.streaming_content).decode())))
         assert {int(r["sweep_id"]) for r in rows} == {sweep.pk} and len(rows) == 2, model
+        noun = {"runs_run": "run", "benchmarks_sweep": "sweep", "runs_point": "points"}[model]
+        shown = messages_of(client.get(reverse(f"admin:{model}_changelist")))
+        assert shown == [f"Exported 2 point(s) of {len(ids)} {noun} as CSV."], model
     kf = _known_failure()
     response = client.post(reverse("admin:benchmarks_knownfailure_changelist"),
                            {"action": "export_csv", ACTION_CHECKBOX_NAME: [str(kf.pk)]})
