@@ -290,8 +290,9 @@ class SweepAdmin(admin.ModelAdmin):
     list_filter = ("status", "source", "host", "host__gpu_model", "engine", "llm")
     list_select_related = ("llm", "engine", "host", "owner")
     date_hierarchy = "created_at"
+    # Only the name and the notes are edited here, and each edit is recorded.
     readonly_fields = ("spec", "host", "engine", "llm", "owner", "status", "created_at", "launched_at", "finished_at",
-                       "source", "import_format", "import_filename", "import_sha256")
+                       "source", "import_format", "import_filename", "import_sha256", "curation_history")
     search_fields = ("name", "notes", "import_filename", "import_sha256")
     actions = [export_csv]
     show_full_result_count = False
@@ -305,6 +306,15 @@ class SweepAdmin(admin.ModelAdmin):
     @admin.display(description="GPU model", ordering="host__gpu_model")
     def gpu_model(self, obj):
         return obj.host.gpu_model or "CPU"
+
+    @admin.display(description="Curation history")
+    def curation_history(self, obj):
+        return curation_history_html(CurationTarget.SWEEP, obj.pk)
+
+    def save_model(self, request, obj, form, change):
+        before = {f: form.initial.get(f) for f in ("name", "notes") if f in form.changed_data}
+        super().save_model(request, obj, form, change)
+        curation.record_edit(obj, request.user, before)
 
     @admin.display(description="Runs", ordering="run_count")
     def run_count(self, obj):

@@ -305,6 +305,25 @@ def test_a_big_unfiltered_list_pages_with_the_row_estimate(curator, monkeypatch)
     assert estimated > 0 and filtered == 5
 
 
+def test_sweep_name_and_notes_edits_are_recorded(catalog, client):
+    sweep = make_sweep("nightly")
+    operator = staff_in("operator", "otto")
+    client.force_login(operator)
+    url = reverse("admin:benchmarks_sweep_change", args=[sweep.pk])
+    response = client.post(url, {"name": "nightly-2", "notes": "driver 580 on this host", "status": "cancelled"})
+    assert response.status_code == 302
+    sweep.refresh_from_db()
+    assert (sweep.name, sweep.notes, sweep.status) == ("nightly-2", "driver 580 on this host", SweepStatus.DONE)
+    event = CurationEvent.objects.get()
+    assert (event.action, event.target_type, event.target_id, event.user) == (
+        CurationAction.EDIT, "sweep", sweep.pk, operator)
+    assert event.changes == {"name": ["nightly", "nightly-2"], "notes": ["", "driver 580 on this host"]}
+    page = client.get(url).content.decode()
+    assert "Curation history" in page and "Edited in the admin" in page and "name: &#x27;nightly&#x27;" in page
+    client.post(url, {"name": "nightly-2", "notes": "driver 580 on this host"})  # no change: nothing recorded
+    assert CurationEvent.objects.count() == 1
+
+
 def test_every_role_reads_the_curation_history(catalog, client):
     from runs.roles import ROLES
 
