@@ -19,29 +19,73 @@ from runs.sweeps import SweepStateError
 
 CURATION_FIELDS = ("excluded", "exclude_reason", "is_baseline", "notes")
 ESTIMATE_ABOVE_ROWS = 10_000
+MANY = 10**15  # the count of a list whose total is not known (EstimatedCountPaginator)
 
 
 class EstimatedCountPaginator(Paginator):
-    """Admin lists of the big tables: on PostgreSQL an unfiltered list pages with the
-    planner's row estimate instead of a COUNT(*) over every point or request record.
-    A filtered list, or a small table, counts for real."""
+    """Admin lists of the big tables page without a COUNT(*) over the whole table.
+
+    Up to ESTIMATE_ABOVE_ROWS matching rows are counted exactly, by a count bounded with
+    LIMIT (it reads at most that many rows, whatever the table's size). Above that:
+
+    - an unfiltered list on PostgreSQL shows the planner's row estimate (pg_class.reltuples),
+      "about N";
+    - otherwise (a filtered list, or SQLite, which keeps no row estimate) the total is not
+      known: ``count`` is the sentinel MANY, the list says "more than N", and the page
+      links run a few pages ahead of the current one instead of to a last page. A page
+      past the end is an empty list.
+
+    ``count_kind`` says which: "exact", "estimate" or "unknown".
+    """
+
+    count_kind = "exact"
 
     @cached_property
     def count(self):
-        query = getattr(self.object_list, "query", None)
-        if connection.vendor == "postgresql" and query is not None and not query.where:
+        queryset = self.object_list
+        self.exact_up_to = ESTIMATE_ABOVE_ROWS
+        bounded = queryset.order_by().values("pk")[:ESTIMATE_ABOVE_ROWS + 1].count()
+        if bounded <= ESTIMATE_ABOVE_ROWS:
+            return bounded
+        if connection.vendor == "postgresql" and not queryset.query.where:
             with connection.cursor() as cursor:
                 cursor.execute("SELECT reltuples::bigint FROM pg_class WHERE oid = %s::regclass",
-                               [self.object_list.model._meta.db_table])
+                               [queryset.model._meta.db_table])
                 row = cursor.fetchone()
-            if row and row[0] >= ESTIMATE_ABOVE_ROWS:
+            if row and row[0] > ESTIMATE_ABOVE_ROWS:
+                self.count_kind = "estimate"
                 return row[0]
-        return super().count
+        self.count_kind = "unknown"
+        return MANY
+
+    def get_elided_page_range(self, number=1, *, on_each_side=3, on_ends=2):
+        if self.count_kind != "unknown":
+            yield from super().get_elided_page_range(number, on_each_side=on_each_side, on_ends=on_ends)
+            return
+        number = self.validate_number(number)
+        first = max(1, number - on_each_side)
+        if first > on_ends + 2:
+            yield from range(1, on_ends + 1)
+            yield self.ELLIPSIS
+        else:
+            first = 1
+        yield from range(first, number + on_each_side + 1)
+        yield self.ELLIPSIS
 
 
 class BigTableAdmin(admin.ModelAdmin):
     paginator = EstimatedCountPaginator
     show_full_result_count = False  # no second COUNT(*) of the whole table per page
+
+    def changelist_view(self, request, extra_context=None):
+        response = super().changelist_view(request, extra_context)
+        cl = (getattr(response, "context_data", None) or {}).get("cl")
+        if cl is not None and cl.paginator.count_kind == "unknown":
+            # MANY is no number to show: no "N results" by the search box, no "select all
+            # N" (admin/pagination.html says "more than N").
+            cl.full_result_count = cl.result_count
+            response.context_data["actions_selection_counter"] = False
+        return response
 
 
 def curation_history_html(target_type, target_id):
@@ -224,8 +268,8 @@ class RunAdmin(CurationAdmin):
 class PointAdmin(CurationAdmin):
     list_display = ("id", "run", "workload", "prompt_tokens", "concurrency", "status", "output_throughput",
                     "decode_tok_s", "excluded", "is_baseline")
-    list_filter = ("status", "run__sweep__host", "run__sweep__host__gpu_model", "run__method", "run__tp", "workload",
-                   "concurrency", "excluded", "is_baseline")
+    list_filter = ("status", "run__failure_kind", "run__sweep__host", "run__sweep__host__gpu_model", "run__method",
+                   "run__tp", "workload", "concurrency", "excluded", "is_baseline")
     list_select_related = ("run", "workload")
     search_fields = ("reason", "exclude_reason", "notes", "run__sweep__name")
     date_hierarchy = "finished_at"
