@@ -14,11 +14,13 @@ from django.utils.html import format_html, format_html_join
 
 from benchmarks.models import KnownFailure, Sweep
 from runs import curation
-from runs.models import ApiToken, CurationEvent, CurationTarget, Point, RequestRecord, Run, RunEvent, TelemetrySample
+from runs.models import (ApiToken, CurationEvent, CurationTarget, Point, PointStatus, RequestRecord, Run, RunEvent,
+                         TelemetrySample)
 from runs.sweeps import SweepStateError
 
 CURATION_FIELDS = ("excluded", "exclude_reason", "is_baseline", "notes")
 ESTIMATE_ABOVE_ROWS = 10_000
+UNMEASURED = (PointStatus.PLANNED, PointStatus.SKIPPED)  # what a plan makes; any other status is a result
 MANY = 10**15  # the count of a list whose total is not known (EstimatedCountPaginator)
 
 
@@ -161,6 +163,9 @@ class CurationAdmin(BigTableAdmin):
 
     def has_add_permission(self, request):
         return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False  # not even superusers: curation excludes, it never deletes
 
     def has_curate_permission(self, request):
         return request.user.has_perm("benchmarks.curate_results")
@@ -346,6 +351,21 @@ class SweepAdmin(admin.ModelAdmin):
 
     def has_add_permission(self, request):
         return False  # sweeps are built in the builder, the CLI or the API, which validate them
+
+    def has_delete_permission(self, request, obj=None):
+        """A sweep with measured points is kept, even by superusers (exclude its runs
+        instead); a draft, or one that measured nothing, may go with its planned runs."""
+        if obj is not None and Point.objects.filter(run__sweep=obj).exclude(status__in=UNMEASURED).exists():
+            return False
+        return super().has_delete_permission(request, obj)
+
+    def get_deleted_objects(self, objs, request):
+        deleted, counts, perms_needed, protected = super().get_deleted_objects(objs, request)
+        # Runs, points and their records are never deleted on their own; they go with a
+        # sweep only when it measured nothing (a measured sweep is refused above: "sweep"
+        # stays in perms_needed).
+        perms_needed -= {m._meta.verbose_name for m in (Run, Point, RequestRecord, RunEvent, TelemetrySample)}
+        return deleted, counts, perms_needed, protected
 
     @admin.display(description="GPU model", ordering="host__gpu_model")
     def gpu_model(self, obj):

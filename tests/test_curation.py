@@ -372,3 +372,25 @@ def test_every_role_reads_the_curation_history(catalog, client):
         client.force_login(staff_in(group))
         page = client.get(reverse("admin:runs_curationevent_changelist"))
         assert page.status_code == 200 and "a noisy neighbour" in page.content.decode(), group
+
+
+def test_measured_data_cannot_be_deleted_in_the_admin_even_by_a_superuser(catalog, client):
+    measured = make_sweep("measured")
+    point = Point.objects.filter(run__sweep=measured).order_by("position").first()
+    record = RequestRecord.objects.create(point=point, index=0, send_time=1.7e9, output_tokens=3)
+    draft = make_sweep("draft", status=SweepStatus.DRAFT, sweep_status_points=PointStatus.PLANNED)
+    Run.objects.filter(sweep=draft).update(status=RunStatus.PLANNED)
+    client.force_login(User.objects.get(username="admin"))
+    for model, obj in (("runs_run", measured.runs.get()), ("runs_point", point), ("runs_requestrecord", record),
+                       ("benchmarks_sweep", measured)):
+        assert client.post(reverse(f"admin:{model}_delete", args=[obj.pk]), {"post": "yes"}).status_code == 403, model
+        if model != "benchmarks_sweep":
+            assert 'value="delete_selected"' not in client.get(reverse(f"admin:{model}_changelist")).content.decode()
+    confirm = act(client, "benchmarks_sweep", "delete_selected", [measured.pk, draft.pk])
+    assert set(confirm.context["perms_lacking"]) == {"sweep"}  # the measured one; a draft's runs may go with it
+    assert act(client, "benchmarks_sweep", "delete_selected", [measured.pk, draft.pk], post="yes").status_code == 403
+    assert Sweep.objects.count() == 2 and Point.objects.count() == 4 and RequestRecord.objects.exists()
+    # A draft goes, with its planned runs and points: nothing measured is lost.
+    act(client, "benchmarks_sweep", "delete_selected", [draft.pk], post="yes")
+    assert list(Sweep.objects.values_list("pk", flat=True)) == [measured.pk]
+    assert Point.objects.count() == 2 and RequestRecord.objects.get() == record
