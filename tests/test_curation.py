@@ -394,3 +394,56 @@ def test_measured_data_cannot_be_deleted_in_the_admin_even_by_a_superuser(catalo
     act(client, "benchmarks_sweep", "delete_selected", [draft.pk], post="yes")
     assert list(Sweep.objects.values_list("pk", flat=True)) == [measured.pk]
     assert Point.objects.count() == 2 and RequestRecord.objects.get() == record
+
+
+def test_a_staff_operator_neither_curates_nor_changes_what_a_host_runs(catalog, client):
+    sweep = make_sweep()
+    run, point, kf = sweep.runs.get(), Point.objects.filter(run__sweep=sweep).first(), _known_failure()
+    engine, host = Engine.objects.get(name="sglang-sim"), Host.objects.get(name="sim-8x-rtxpro6000")
+    llm = LLM.objects.get(name="Qwen/Qwen3.6-27B")
+    before = [list(engine.argv_template), host.gpu_count, llm.path]
+    client.force_login(staff_in("operator", "otto"))
+    for model in ("runs_point", "runs_run", "benchmarks_knownfailure"):
+        page = client.get(reverse(f"admin:{model}_changelist"))
+        assert page.status_code == 200, model
+        for action in ("exclude_results", "mark_baseline", "annotate", "rerun", "lift", "reimpose"):
+            assert f'value="{action}"' not in page.content.decode(), (model, action)
+    act(client, "runs_point", "exclude_results", [point.pk], apply="1", text="no")
+    act(client, "runs_run", "rerun", [run.pk])
+    act(client, "benchmarks_knownfailure", "lift", [kf.pk], apply="1", text="no")
+    assert client.post(reverse("admin:runs_point_change", args=[point.pk]),
+                       {"excluded": "on", "exclude_reason": "x"}).status_code == 403
+    assert not Point.objects.filter(excluded=True).exists() and Run.objects.count() == 1
+    assert KnownFailure.objects.get().active and not CurationEvent.objects.exists()
+    # Reads engines, hosts and models, changes none.
+    for model, obj, data in (
+        ("benchmarks_engine", engine, {"name": engine.name, "kind": engine.kind,
+                                       "argv_template": '["rm", "-rf", "/"]'}),
+        ("benchmarks_host", host, {"name": host.name, "gpu_count": 64}),
+        ("benchmarks_llm", llm, {"name": llm.name, "path": "/tmp/other", "context_length": 4096}),
+    ):
+        assert client.get(reverse(f"admin:{model}_change", args=[obj.pk])).status_code == 200, model
+        assert client.post(reverse(f"admin:{model}_change", args=[obj.pk]), data).status_code == 403, model
+        assert client.get(reverse(f"admin:{model}_add")).status_code == 403, model
+    engine.refresh_from_db(), host.refresh_from_db(), llm.refresh_from_db()
+    assert [engine.argv_template, host.gpu_count, llm.path] == before
+
+
+def test_only_staff_admins_change_models(catalog, client):
+    llm = LLM.objects.get(name="Qwen/Qwen3.6-27B")
+    url = reverse("admin:benchmarks_llm_change", args=[llm.pk])
+    data = {"name": llm.name, "path": "/srv/models/other", "context_length": 4096, "draft_model_path": "",
+            "description": ""}
+    new = {**data, "name": "another-model"}
+    for group in ("viewer", "operator", "curator"):
+        client.force_login(staff_in(group))
+        assert client.post(url, data).status_code == 403, group
+        assert client.post(reverse("admin:benchmarks_llm_add"), new).status_code == 403, group
+        assert client.post(reverse("admin:benchmarks_llm_delete", args=[llm.pk]), {"post": "yes"}).status_code == 403
+    llm.refresh_from_db()
+    assert llm.path != "/srv/models/other" and not LLM.objects.filter(name="another-model").exists()
+    # The same request from a staff admin goes through: the refusals above were the role's.
+    client.force_login(User.objects.get(username="admin"))
+    assert client.post(url, data).status_code == 302
+    llm.refresh_from_db()
+    assert (llm.path, llm.context_length) == ("/srv/models/other", 4096)
