@@ -500,6 +500,8 @@ def get_point(request, point_id: ID):
 
 
 class RequestRecordOut(Schema):
+    id: int
+    point: int
     index: int
     send_time: float
     chunk_offsets: list
@@ -519,19 +521,62 @@ class RequestRecordList(Schema):
     items: list[RequestRecordOut]
 
 
+def request_values():
+    from runs.views import REQUEST_RECORD_FIELDS
+
+    return ("id", "point_id", *REQUEST_RECORD_FIELDS)
+
+
+def request_out(row):
+    row["point"] = row.pop("point_id")
+    return row
+
+
+def request_page(qs, paging):
+    limit, offset = paging.bounds()
+    count = qs.count()
+    rows = qs.order_by("point_id", "index", "id").values(*request_values())[offset:offset + limit]
+    return {"count": count, "items": [request_out(r) for r in rows]}
+
+
 @api.get("/points/{int:point_id}/requests", response={200: RequestRecordList, 400: ErrorOut, **DENIED,
                                                   404: ErrorOut}, tags=["results"])
 def list_requests(request, point_id: ID, paging: Query[Paging]):
     """The raw request records of a point: every metric can be recomputed from these."""
-    from runs.views import REQUEST_RECORD_FIELDS
-
-    limit, offset = paging.bounds()
     if not Point.objects.filter(pk=point_id).exists():
         raise HttpError(404, f"no point {point_id}")
-    qs = RequestRecord.objects.filter(point_id=point_id)
-    count = qs.count()
-    rows = qs.order_by("index", "id").values(*REQUEST_RECORD_FIELDS)[offset:offset + limit]
-    return {"count": count, "items": list(rows)}
+    return request_page(RequestRecord.objects.filter(point_id=point_id), paging)
+
+
+class RequestFilters(Schema):
+    sweep: int | None = Field(None, ge=0, le=2**63 - 1)
+    run: int | None = Field(None, ge=0, le=2**63 - 1)
+    point: int | None = Field(None, ge=0, le=2**63 - 1)
+    error_kind: str | None = Field(**FILTER_TEXT, description="e.g. timeout_stall, http_error (runs/loadgen.py)")
+    failed: bool | None = Field(None, description="true: only requests with an error; false: only without")
+
+
+@api.get("/requests", response={200: RequestRecordList, 400: ErrorOut, **DENIED}, tags=["results"])
+def list_request_records(request, filters: Query[RequestFilters], paging: Query[Paging]):
+    """Raw request records across points, by point, run, sweep or error, in point order."""
+    qs = RequestRecord.objects.all()
+    lookups = {"sweep": "point__run__sweep_id", "run": "point__run_id", "point": "point_id",
+               "error_kind": "error_kind"}
+    for field, lookup in lookups.items():
+        value = getattr(filters, field)
+        if value is not None and value != "":
+            qs = qs.filter(**{lookup: value})
+    if filters.failed is not None:
+        qs = qs.exclude(error_kind="") if filters.failed else qs.filter(error_kind="")
+    return request_page(qs, paging)
+
+
+@api.get("/requests/{int:record_id}", response={200: RequestRecordOut, **DENIED, 404: ErrorOut}, tags=["results"])
+def get_request_record(request, record_id: ID):
+    row = RequestRecord.objects.filter(pk=record_id).values(*request_values()).first()
+    if row is None:
+        raise HttpError(404, f"no request record {record_id}")
+    return request_out(row)
 
 
 # --- imports -----------------------------------------------------------------------------
