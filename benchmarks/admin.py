@@ -24,10 +24,26 @@ class EngineAdmin(admin.ModelAdmin):
     search_fields = ("name",)
 
 
+class DraftModelFilter(admin.SimpleListFilter):
+    title = "draft model"
+    parameter_name = "draft"
+
+    def lookups(self, request, model_admin):
+        return [("yes", "With a draft model"), ("no", "Without")]
+
+    def queryset(self, request, queryset):
+        if self.value() == "yes":
+            return queryset.exclude(draft_model_path="")
+        if self.value() == "no":
+            return queryset.filter(draft_model_path="")
+        return queryset
+
+
 @admin.register(LLM)
 class LLMAdmin(admin.ModelAdmin):
-    list_display = ("name", "path", "context_length")
-    search_fields = ("name", "path")
+    list_display = ("name", "path", "context_length", "draft_model_path")
+    list_filter = ("context_length", DraftModelFilter)
+    search_fields = ("name", "path", "draft_model_path")
 
 
 @admin.register(Workload)

@@ -14,34 +14,80 @@ from django.utils.html import format_html, format_html_join
 
 from benchmarks.models import KnownFailure, Sweep
 from runs import curation
-from runs.models import ApiToken, CurationEvent, CurationTarget, Point, RequestRecord, Run, RunEvent, TelemetrySample
+from runs.models import (ApiToken, CurationEvent, CurationTarget, Point, PointStatus, RequestRecord, Run, RunEvent,
+                         TelemetrySample)
 from runs.sweeps import SweepStateError
 
 CURATION_FIELDS = ("excluded", "exclude_reason", "is_baseline", "notes")
 ESTIMATE_ABOVE_ROWS = 10_000
+UNMEASURED = (PointStatus.PLANNED, PointStatus.SKIPPED)  # what a plan makes; any other status is a result
+MANY = 10**15  # the count of a list whose total is not known (EstimatedCountPaginator)
 
 
 class EstimatedCountPaginator(Paginator):
-    """Admin lists of the big tables: on PostgreSQL an unfiltered list pages with the
-    planner's row estimate instead of a COUNT(*) over every point or request record.
-    A filtered list, or a small table, counts for real."""
+    """Admin lists of the big tables page without a COUNT(*) over the whole table.
+
+    Up to ESTIMATE_ABOVE_ROWS matching rows are counted exactly, by a count bounded with
+    LIMIT (it reads at most that many rows, whatever the table's size). Above that:
+
+    - an unfiltered list on PostgreSQL shows the planner's row estimate (pg_class.reltuples),
+      "about N";
+    - otherwise (a filtered list, or SQLite, which keeps no row estimate) the total is not
+      known: ``count`` is the sentinel MANY, the list says "more than N", and the page
+      links run a few pages ahead of the current one instead of to a last page. A page
+      past the end is an empty list.
+
+    ``count_kind`` says which: "exact", "estimate" or "unknown".
+    """
+
+    count_kind = "exact"
 
     @cached_property
     def count(self):
-        query = getattr(self.object_list, "query", None)
-        if connection.vendor == "postgresql" and query is not None and not query.where:
+        queryset = self.object_list
+        self.exact_up_to = ESTIMATE_ABOVE_ROWS
+        bounded = queryset.order_by().values("pk")[:ESTIMATE_ABOVE_ROWS + 1].count()
+        if bounded <= ESTIMATE_ABOVE_ROWS:
+            return bounded
+        if connection.vendor == "postgresql" and not queryset.query.where:
             with connection.cursor() as cursor:
                 cursor.execute("SELECT reltuples::bigint FROM pg_class WHERE oid = %s::regclass",
-                               [self.object_list.model._meta.db_table])
+                               [queryset.model._meta.db_table])
                 row = cursor.fetchone()
-            if row and row[0] >= ESTIMATE_ABOVE_ROWS:
+            if row and row[0] > ESTIMATE_ABOVE_ROWS:
+                self.count_kind = "estimate"
                 return row[0]
-        return super().count
+        self.count_kind = "unknown"
+        return MANY
+
+    def get_elided_page_range(self, number=1, *, on_each_side=3, on_ends=2):
+        if self.count_kind != "unknown":
+            yield from super().get_elided_page_range(number, on_each_side=on_each_side, on_ends=on_ends)
+            return
+        number = self.validate_number(number)
+        first = max(1, number - on_each_side)
+        if first > on_ends + 2:
+            yield from range(1, on_ends + 1)
+            yield self.ELLIPSIS
+        else:
+            first = 1
+        yield from range(first, number + on_each_side + 1)
+        yield self.ELLIPSIS
 
 
 class BigTableAdmin(admin.ModelAdmin):
     paginator = EstimatedCountPaginator
     show_full_result_count = False  # no second COUNT(*) of the whole table per page
+
+    def changelist_view(self, request, extra_context=None):
+        response = super().changelist_view(request, extra_context)
+        cl = (getattr(response, "context_data", None) or {}).get("cl")
+        if cl is not None and cl.paginator.count_kind == "unknown":
+            # MANY is no number to show: no "N results" by the search box, no "select all
+            # N" (admin/pagination.html says "more than N").
+            cl.full_result_count = cl.result_count
+            response.context_data["actions_selection_counter"] = False
+        return response
 
 
 def curation_history_html(target_type, target_id):
@@ -87,23 +133,39 @@ def ask_text(modeladmin, request, queryset, action, title, label, apply, require
     })
 
 
-def export_points_csv(points_filter, name):
+# The points of a selection of runs, points or sweeps: the lookup from Point.
+POINTS_OF = {Run: "run_id__in", Point: "pk__in", Sweep: "run__sweep_id__in"}
+
+
+@admin.action(description="Export the selection's points as CSV")
+def export_csv(modeladmin, request, queryset):
+    """The sweep page's points.csv, for the points of the selected runs, points or sweeps."""
     from runs.views import _export
 
-    return _export("points.csv", points_filter, name, {})
+    opts = modeladmin.model._meta
+    ids = list(queryset.values_list("pk", flat=True))
+    points = Q(**{POINTS_OF[modeladmin.model]: ids})
+    count = Point.objects.filter(points).count()
+    response = _export("points.csv", points, f"{opts.model_name}s-selection", {})
+    noun = opts.verbose_name if len(ids) == 1 else opts.verbose_name_plural
+    modeladmin.message_user(request, f"Exported {count} point(s) of {len(ids)} {noun} as CSV.", messages.SUCCESS)
+    return response
 
 
 class CurationAdmin(BigTableAdmin):
     """Measured values and what was launched are never edited by hand: only the
     curation flags and notes are writable, and every change is recorded."""
 
-    actions = ["exclude_results", "include_results", "mark_baseline", "annotate", "export_csv"]
+    actions = ["exclude_results", "include_results", "mark_baseline", "annotate", export_csv]
 
     def get_readonly_fields(self, request, obj=None):
         return [f.name for f in self.model._meta.concrete_fields if f.name not in CURATION_FIELDS] + ["curation_history"]
 
     def has_add_permission(self, request):
         return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False  # not even superusers: curation excludes, it never deletes
 
     def has_curate_permission(self, request):
         return request.user.has_perm("benchmarks.curate_results")
@@ -144,13 +206,6 @@ class CurationAdmin(BigTableAdmin):
     def annotate(self, request, queryset):
         return ask_text(self, request, queryset, "annotate", "Annotate", "Note (appended to the notes)",
                         curation.annotate)
-
-    @admin.action(description="Export the selection's points as CSV")
-    def export_csv(self, request, queryset):
-        ids = list(queryset.values_list("pk", flat=True))
-        if self.model is Run:
-            return export_points_csv(Q(run_id__in=ids), "runs-selection")
-        return export_points_csv(Q(pk__in=ids), "points-selection")
 
 
 class PointInline(admin.TabularInline):
@@ -196,8 +251,17 @@ class RunAdmin(CurationAdmin):
 
     @admin.action(description="Re-run as a new attempt (the old one is kept)", permissions=["rerun"])
     def rerun(self, request, queryset):
+        runs = list(queryset.select_related("sweep").order_by("id"))
+        imported = [r for r in runs if r.sweep.is_imported]
+        if imported:
+            names = ", ".join(f"run {r.pk} (sweep {r.sweep_id})" for r in imported)
+            self.message_user(request, f"Not re-run: {names} — imported from a result file, nothing here can "
+                              "measure them again.", messages.WARNING)
+            runs = [r for r in runs if not r.sweep.is_imported]
+            if not runs:
+                return
         try:
-            new_runs = curation.rerun(queryset.select_related("sweep"), request.user)
+            new_runs = curation.rerun(runs, request.user)
         except SweepStateError as exc:
             self.message_user(request, str(exc), messages.ERROR)
             return
@@ -209,8 +273,8 @@ class RunAdmin(CurationAdmin):
 class PointAdmin(CurationAdmin):
     list_display = ("id", "run", "workload", "prompt_tokens", "concurrency", "status", "output_throughput",
                     "decode_tok_s", "excluded", "is_baseline")
-    list_filter = ("status", "run__sweep__host", "run__sweep__host__gpu_model", "run__method", "run__tp", "workload",
-                   "concurrency", "excluded", "is_baseline")
+    list_filter = ("status", "run__failure_kind", "run__sweep__host", "run__sweep__host__gpu_model", "run__method",
+                   "run__tp", "workload", "concurrency", "excluded", "is_baseline")
     list_select_related = ("run", "workload")
     search_fields = ("reason", "exclude_reason", "notes", "run__sweep__name")
     date_hierarchy = "finished_at"
@@ -275,10 +339,11 @@ class SweepAdmin(admin.ModelAdmin):
     list_filter = ("status", "source", "host", "host__gpu_model", "engine", "llm")
     list_select_related = ("llm", "engine", "host", "owner")
     date_hierarchy = "created_at"
+    # Only the name and the notes are edited here, and each edit is recorded.
     readonly_fields = ("spec", "host", "engine", "llm", "owner", "status", "created_at", "launched_at", "finished_at",
-                       "source", "import_format", "import_filename", "import_sha256")
+                       "source", "import_format", "import_filename", "import_sha256", "curation_history")
     search_fields = ("name", "notes", "import_filename", "import_sha256")
-    actions = ["export_csv"]
+    actions = [export_csv]
     show_full_result_count = False
 
     def get_queryset(self, request):
@@ -287,17 +352,37 @@ class SweepAdmin(admin.ModelAdmin):
     def has_add_permission(self, request):
         return False  # sweeps are built in the builder, the CLI or the API, which validate them
 
+    def has_delete_permission(self, request, obj=None):
+        """A sweep with measured points is kept, even by superusers (exclude its runs
+        instead); a draft, or one that measured nothing, may go with its planned runs."""
+        if obj is not None and Point.objects.filter(run__sweep=obj).exclude(status__in=UNMEASURED).exists():
+            return False
+        return super().has_delete_permission(request, obj)
+
+    def get_deleted_objects(self, objs, request):
+        deleted, counts, perms_needed, protected = super().get_deleted_objects(objs, request)
+        # Runs, points and their records are never deleted on their own; they go with a
+        # sweep only when it measured nothing (a measured sweep is refused above: "sweep"
+        # stays in perms_needed).
+        perms_needed -= {m._meta.verbose_name for m in (Run, Point, RequestRecord, RunEvent, TelemetrySample)}
+        return deleted, counts, perms_needed, protected
+
     @admin.display(description="GPU model", ordering="host__gpu_model")
     def gpu_model(self, obj):
         return obj.host.gpu_model or "CPU"
 
+    @admin.display(description="Curation history")
+    def curation_history(self, obj):
+        return curation_history_html(CurationTarget.SWEEP, obj.pk)
+
+    def save_model(self, request, obj, form, change):
+        before = {f: form.initial.get(f) for f in ("name", "notes") if f in form.changed_data}
+        super().save_model(request, obj, form, change)
+        curation.record_edit(obj, request.user, before)
+
     @admin.display(description="Runs", ordering="run_count")
     def run_count(self, obj):
         return obj.run_count
-
-    @admin.action(description="Export the selection's points as CSV")
-    def export_csv(self, request, queryset):
-        return export_points_csv(Q(run__sweep_id__in=list(queryset.values_list("pk", flat=True))), "sweeps-selection")
 
 
 KNOWN_FAILURE_COLUMNS = ("id", "engine_kind", "llm__name", "method", "params_key", "tp", "compute_capability",

@@ -3,8 +3,9 @@
 
 Authentication: ``Authorization: Bearer <token>`` (an ApiToken, created in the admin) for
 scripts and CI, or the browser's session (with CSRF on unsafe methods). The roles of the
-pages apply: reading needs a login; creating and planning sweeps needs
-``benchmarks.add_sweep``; launching, cancelling and resuming ``benchmarks.launch_sweep``.
+pages apply: reading needs a role (viewer, operator or curator: 403 without one);
+creating and planning sweeps needs ``benchmarks.add_sweep``; launching, cancelling and
+resuming ``benchmarks.launch_sweep``.
 Errors are JSON: ``{"detail": "..."}``, or ``{"errors": [{"path", "message"}]}`` for an
 invalid spec, with the messages of the CLI.
 """
@@ -21,12 +22,13 @@ from django.utils import timezone
 from ninja import Field, File, Form, NinjaAPI, Query, Schema, Status, UploadedFile
 from ninja import Path as PathParam
 from ninja.errors import HttpError
-from ninja.security import HttpBearer, django_auth
+from ninja.security import HttpBearer, SessionAuth
 
 from benchmarks.catalog import load_catalog
 from benchmarks.models import Sweep
 from benchmarks.spec import SpecError, load_yaml, validate
 from runs.models import ApiToken, Point, RequestRecord, Run
+from runs.roles import NO_ROLE, can_read, has_role
 from runs.sweeps import SweepStateError, cancel_sweep, create_sweep, launch_sweep, plan_spec, resume_sweep
 
 TOKEN_PREFIX = "swl_"
@@ -49,24 +51,41 @@ def hash_token(token):
     return hashlib.sha256(token.encode()).hexdigest()
 
 
+def reader(user):
+    """An authenticated account may use the API only with a role: 403 (before its
+    request is even validated) without one."""
+    if not can_read(user):
+        raise HttpError(403, NO_ROLE)
+    return user
+
+
 class TokenAuth(HttpBearer):
     def authenticate(self, request, token):
         # The lookup is by the digest of what was sent: timing reveals nothing of a token.
-        found = ApiToken.objects.select_related("user").filter(key_hash=hash_token(token)).first()
+        found = (ApiToken.objects.select_related("user").annotate(has_role=has_role("user_id"))
+                 .filter(key_hash=hash_token(token)).first())
         if found is None or found.revoked_at is not None or not found.user.is_active:
             return None
         now = timezone.now()
         if found.last_used_at is None or now - found.last_used_at > LAST_USED_RESOLUTION:
             ApiToken.objects.filter(pk=found.pk).update(last_used_at=now)
+        found.user.has_role = found.has_role
         request.user = found.user
-        return found.user
+        return reader(found.user)
+
+
+class RoleSessionAuth(SessionAuth):
+    """The browser's session (CSRF-checked on unsafe methods), with the same role check."""
+
+    def authenticate(self, request, key):
+        return reader(request.user) if request.user.is_authenticated else None
 
 
 api = NinjaAPI(
     title="Sweeplab API",
     version="1",
     description=__doc__,
-    auth=[TokenAuth(), django_auth],
+    auth=[TokenAuth(), RoleSessionAuth()],
     docs_url=None,  # Swagger UI would load from a CDN; the schema is at /api/openapi.json
     urls_namespace="api",
 )
@@ -74,6 +93,11 @@ api = NinjaAPI(
 
 class ErrorOut(Schema):
     detail: str
+
+
+# Every operation: 401 without a valid token or session, 403 without a role (or, for
+# the ones that change something, without its permission).
+DENIED = {401: ErrorOut, 403: ErrorOut}
 
 
 class SpecErrorItem(Schema):
@@ -155,7 +179,7 @@ class SweepFilters(Schema):
     name: str | None = Field(**FILTER_TEXT)
 
 
-@api.get("/sweeps", response={200: SweepList, 400: ErrorOut, 401: ErrorOut}, tags=["sweeps"])
+@api.get("/sweeps", response={200: SweepList, 400: ErrorOut, **DENIED}, tags=["sweeps"])
 def list_sweeps(request, filters: Query[SweepFilters], paging: Query[Paging]):
     """Sweeps, newest first. ``name`` matches a part of the name."""
     limit, offset = paging.bounds()
@@ -169,7 +193,7 @@ def list_sweeps(request, filters: Query[SweepFilters], paging: Query[Paging]):
     return {"count": count, "items": [sweep_out(s) for s in items]}
 
 
-@api.get("/sweeps/{int:sweep_id}", response={200: SweepDetailOut, 401: ErrorOut, 404: ErrorOut}, tags=["sweeps"])
+@api.get("/sweeps/{int:sweep_id}", response={200: SweepDetailOut, **DENIED, 404: ErrorOut}, tags=["sweeps"])
 def get_sweep(request, sweep_id: ID):
     sweep = get_object_or_404(sweeps_queryset(), pk=sweep_id)
     runs = Run.objects.filter(sweep=sweep).values("status").annotate(n=Count("id")).order_by("status")
@@ -300,7 +324,7 @@ EXPORT_RESPONSES = {
 }
 
 
-@api.get("/sweeps/{int:sweep_id}/export/{kind}", response={401: ErrorOut, 404: ErrorOut},
+@api.get("/sweeps/{int:sweep_id}/export/{kind}", response={**DENIED, 404: ErrorOut},
          openapi_extra={"responses": EXPORT_RESPONSES}, tags=["sweeps"])
 def export(request, sweep_id: ID, kind: str):
     """``kind``: points.csv, points.json (the points with their configuration) or
@@ -370,7 +394,7 @@ RUN_FIELDS = ("id", "sweep_id", "position", "method", "params", "tp", "attempt",
               "exclude_reason", "is_baseline", "started_at", "finished_at")
 
 
-@api.get("/runs", response={200: RunList, 400: ErrorOut, 401: ErrorOut}, tags=["results"])
+@api.get("/runs", response={200: RunList, 400: ErrorOut, **DENIED}, tags=["results"])
 def list_runs(request, filters: Query[RunFilters], paging: Query[Paging]):
     limit, offset = paging.bounds()
     qs = Run.objects.only(*RUN_FIELDS)
@@ -382,7 +406,7 @@ def list_runs(request, filters: Query[RunFilters], paging: Query[Paging]):
     return {"count": count, "items": [run_out(r) for r in items]}
 
 
-@api.get("/runs/{int:run_id}", response={200: RunOut, 401: ErrorOut, 404: ErrorOut}, tags=["results"])
+@api.get("/runs/{int:run_id}", response={200: RunOut, **DENIED, 404: ErrorOut}, tags=["results"])
 def get_run(request, run_id: ID):
     return run_out(get_object_or_404(Run, pk=run_id))
 
@@ -450,7 +474,7 @@ class PointFilters(Schema):
     tp: int | None = Field(None, ge=0, le=2**63 - 1)
 
 
-@api.get("/points", response={200: PointList, 400: ErrorOut, 401: ErrorOut}, tags=["results"])
+@api.get("/points", response={200: PointList, 400: ErrorOut, **DENIED}, tags=["results"])
 def list_points(request, filters: Query[PointFilters], paging: Query[Paging]):
     """Points with their configuration and every metric (the names of docs/metrics.md)."""
     limit, offset = paging.bounds()
@@ -467,7 +491,7 @@ def list_points(request, filters: Query[PointFilters], paging: Query[Paging]):
     return {"count": count, "items": [point_out(r) for r in rows]}
 
 
-@api.get("/points/{int:point_id}", response={200: PointOut, 401: ErrorOut, 404: ErrorOut}, tags=["results"])
+@api.get("/points/{int:point_id}", response={200: PointOut, **DENIED, 404: ErrorOut}, tags=["results"])
 def get_point(request, point_id: ID):
     row = Point.objects.filter(pk=point_id).values(*POINT_VALUES, *POINT_METRICS).first()
     if row is None:
@@ -476,6 +500,8 @@ def get_point(request, point_id: ID):
 
 
 class RequestRecordOut(Schema):
+    id: int
+    point: int
     index: int
     send_time: float
     chunk_offsets: list
@@ -495,19 +521,62 @@ class RequestRecordList(Schema):
     items: list[RequestRecordOut]
 
 
-@api.get("/points/{int:point_id}/requests", response={200: RequestRecordList, 400: ErrorOut, 401: ErrorOut,
+def request_values():
+    from runs.views import REQUEST_RECORD_FIELDS
+
+    return ("id", "point_id", *REQUEST_RECORD_FIELDS)
+
+
+def request_out(row):
+    row["point"] = row.pop("point_id")
+    return row
+
+
+def request_page(qs, paging):
+    limit, offset = paging.bounds()
+    count = qs.count()
+    rows = qs.order_by("point_id", "index", "id").values(*request_values())[offset:offset + limit]
+    return {"count": count, "items": [request_out(r) for r in rows]}
+
+
+@api.get("/points/{int:point_id}/requests", response={200: RequestRecordList, 400: ErrorOut, **DENIED,
                                                   404: ErrorOut}, tags=["results"])
 def list_requests(request, point_id: ID, paging: Query[Paging]):
     """The raw request records of a point: every metric can be recomputed from these."""
-    from runs.views import REQUEST_RECORD_FIELDS
-
-    limit, offset = paging.bounds()
     if not Point.objects.filter(pk=point_id).exists():
         raise HttpError(404, f"no point {point_id}")
-    qs = RequestRecord.objects.filter(point_id=point_id)
-    count = qs.count()
-    rows = qs.order_by("index", "id").values(*REQUEST_RECORD_FIELDS)[offset:offset + limit]
-    return {"count": count, "items": list(rows)}
+    return request_page(RequestRecord.objects.filter(point_id=point_id), paging)
+
+
+class RequestFilters(Schema):
+    sweep: int | None = Field(None, ge=0, le=2**63 - 1)
+    run: int | None = Field(None, ge=0, le=2**63 - 1)
+    point: int | None = Field(None, ge=0, le=2**63 - 1)
+    error_kind: str | None = Field(**FILTER_TEXT, description="e.g. timeout_stall, http_error (runs/loadgen.py)")
+    failed: bool | None = Field(None, description="true: only requests with an error; false: only without")
+
+
+@api.get("/requests", response={200: RequestRecordList, 400: ErrorOut, **DENIED}, tags=["results"])
+def list_request_records(request, filters: Query[RequestFilters], paging: Query[Paging]):
+    """Raw request records across points, by point, run, sweep or error, in point order."""
+    qs = RequestRecord.objects.all()
+    lookups = {"sweep": "point__run__sweep_id", "run": "point__run_id", "point": "point_id",
+               "error_kind": "error_kind"}
+    for field, lookup in lookups.items():
+        value = getattr(filters, field)
+        if value is not None and value != "":
+            qs = qs.filter(**{lookup: value})
+    if filters.failed is not None:
+        qs = qs.exclude(error_kind="") if filters.failed else qs.filter(error_kind="")
+    return request_page(qs, paging)
+
+
+@api.get("/requests/{int:record_id}", response={200: RequestRecordOut, **DENIED, 404: ErrorOut}, tags=["results"])
+def get_request_record(request, record_id: ID):
+    row = RequestRecord.objects.filter(pk=record_id).values(*request_values()).first()
+    if row is None:
+        raise HttpError(404, f"no request record {record_id}")
+    return request_out(row)
 
 
 # --- imports -----------------------------------------------------------------------------

@@ -4,7 +4,7 @@ from django.db import models, transaction
 from django.utils import timezone
 
 from benchmarks.catalog import active_quarantines, load_catalog
-from benchmarks.models import LLM, Engine, Host, Sweep, SweepStatus, Workload
+from benchmarks.models import LLM, Engine, Host, Sweep, SweepSource, SweepStatus, Workload
 from benchmarks.plan import canonical_params, plan
 from runs.models import Point, Run, RunEvent, RunEventKind, RunStatus
 
@@ -153,7 +153,12 @@ def queue_new_attempts(runs, message):
     """A new attempt of each run (same sweep and configuration, attempt + 1, ``retry_of``
     the old one) with its points planned again, queued on the sweep's host after commit.
     A point the context cap skipped stays skipped; a quarantined run is retried anyway.
-    Active runs are refused: they are still being measured."""
+    Active runs are refused: they are still being measured; so are runs of imported
+    sweeps: their numbers come from a file, no host here can measure them again."""
+    imported = [r for r in runs if r.sweep.source == SweepSource.IMPORTED]
+    if imported:
+        names = ", ".join(f"run {r.pk}" for r in imported)
+        raise SweepStateError(f"{names} of imported sweep(s) cannot be re-run: their results come from a file")
     active = [r for r in runs if r.status in ACTIVE_RUN]
     if active:
         names = ", ".join(f"run {r.pk} ({r.get_status_display().lower()})" for r in active)

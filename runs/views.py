@@ -6,7 +6,7 @@ from pathlib import Path
 
 from django.conf import settings
 from django.contrib import messages
-from django.contrib.auth.decorators import login_required, permission_required
+from django.contrib.auth.decorators import permission_required
 from django.core.paginator import Paginator
 from django.db.models import Count, Q
 from django.http import Http404, HttpResponseForbidden, JsonResponse, StreamingHttpResponse
@@ -31,12 +31,13 @@ from runs.imports import import_file
 from runs.estimate import load_history
 from runs.gpu_series import gpu_series
 from runs.models import Point, PointStatus, RequestRecord, Run, RunEvent
+from runs.roles import reader_required
 from runs.sweeps import SweepStateError, cancel_sweep, create_sweep, launch_sweep, plan_spec, resume_sweep
 
 SWEEPS_PER_PAGE = 50
 
 
-@login_required
+@reader_required
 def sweep_list(request):
     sweeps = (
         Sweep.objects.select_related("host", "engine", "llm", "owner")
@@ -62,7 +63,7 @@ def sweep_list(request):
     )
 
 
-@login_required
+@reader_required
 def sweep_detail(request, sweep_id):
     """The sweep page. Run rows carry point counts per status from one aggregate query;
     the points themselves come page by page from points-table.json."""
@@ -107,7 +108,7 @@ def sweep_detail(request, sweep_id):
     )
 
 
-@login_required
+@reader_required
 def sweep_points_table(request, sweep_id):
     """One page of the sweep's points, sorted and filtered (runs.points_table); a bad
     parameter is a 400 saying which."""
@@ -139,7 +140,7 @@ def _point_progress(counts):
     }
 
 
-@login_required
+@reader_required
 def sweep_progress(request, sweep_id):
     """The sweep page's live state, polled by sweep_live.js. Three queries whatever the
     number of runs: the sweep, its runs, and point counts per run and status."""
@@ -234,7 +235,7 @@ def _log_tail(run):
     return log
 
 
-@login_required
+@reader_required
 def run_drawer(request, run_id):
     """Everything about one run for the side panel: timeline, what was launched, what the
     server said, why it failed, and the tail of its log. Plain JSON text: the page inserts
@@ -299,28 +300,28 @@ def _sweep_action(request, sweep_id, action, verb):
     return redirect("sweep-detail", sweep_id=sweep.pk)
 
 
-@login_required
+@reader_required
 @require_POST
 @permission_required("benchmarks.launch_sweep", raise_exception=True)
 def sweep_launch(request, sweep_id):
     return _sweep_action(request, sweep_id, launch_sweep, "launch")
 
 
-@login_required
+@reader_required
 @require_POST
 @permission_required("benchmarks.launch_sweep", raise_exception=True)
 def sweep_cancel(request, sweep_id):
     return _sweep_action(request, sweep_id, cancel_sweep, "cancel")
 
 
-@login_required
+@reader_required
 @require_POST
 @permission_required("benchmarks.launch_sweep", raise_exception=True)
 def sweep_resume(request, sweep_id):
     return _sweep_action(request, sweep_id, resume_sweep, "resume")
 
 
-@login_required
+@reader_required
 def sweep_charts(request, sweep_id):
     """The comparison charts of a sweep, Chart.js-ready (runs.charts)."""
     sweep = get_object_or_404(Sweep.objects.only("pk"), pk=sweep_id)
@@ -362,7 +363,7 @@ def _selected_runs(query):
     return [found[i] for i in ids]
 
 
-@login_required
+@reader_required
 def run_selection_charts(request):
     """The comparison charts of chosen runs, from any sweeps (charts.js draws them)."""
     context = {"runs": [], "error": "", "sweeps": []}
@@ -382,7 +383,7 @@ def run_selection_charts(request):
     return render(request, "runs/run_charts.html", context, status=400 if context["error"] else 200)
 
 
-@login_required
+@reader_required
 def run_selection_charts_data(request):
     """JSON: runs.charts for the chosen runs; 400 with {"error"} for a bad selection."""
     try:
@@ -499,7 +500,7 @@ def builder_catalog(catalog):
     }
 
 
-@login_required
+@reader_required
 @permission_required("benchmarks.add_sweep", raise_exception=True)
 def sweep_new(request):
     """GET: the builder (from the example, or ?clone=ID). POST: save as draft, or launch."""
@@ -554,7 +555,7 @@ def sweep_new(request):
     )
 
 
-@login_required
+@reader_required
 @require_POST
 @permission_required("benchmarks.add_sweep", raise_exception=True)
 def sweep_plan_preview(request):
@@ -564,7 +565,7 @@ def sweep_plan_preview(request):
 # --- Import a vLLM / SGLang result file (runs.imports) -------------------------------------
 
 
-@login_required
+@reader_required
 @permission_required("benchmarks.add_sweep", raise_exception=True)
 def import_new(request):
     """GET: the upload form. POST: import the file as a sweep, or say why not (400)."""
@@ -638,7 +639,7 @@ def _history_query(query):
     return filters, metric, threshold, window, show_excluded
 
 
-@login_required
+@reader_required
 def history(request):
 
     try:
@@ -673,7 +674,7 @@ def history(request):
     )
 
 
-@login_required
+@reader_required
 def history_data(request):
     """JSON: one series over time, its regressions and the detection method used."""
 
@@ -736,7 +737,7 @@ def history_data(request):
     })
 
 
-@login_required
+@reader_required
 def history_export(request, kind):
     """The exports of one history series (the history page's query): its ok points with
     their configuration, excluded ones included and flagged, and their request records."""
@@ -856,19 +857,19 @@ def _export(kind, points_filter, name, selection):
     return response
 
 
-@login_required
+@reader_required
 def sweep_points_csv(request, sweep_id):
     sweep = get_object_or_404(Sweep.objects.only("pk"), pk=sweep_id)
     return _export("points.csv", Q(run__sweep_id=sweep.pk), f"sweep-{sweep.pk}", {"sweep": sweep.pk})
 
 
-@login_required
+@reader_required
 def sweep_points_json(request, sweep_id):
     sweep = get_object_or_404(Sweep.objects.only("pk"), pk=sweep_id)
     return _export("points.json", Q(run__sweep_id=sweep.pk), f"sweep-{sweep.pk}", {"sweep": sweep.pk})
 
 
-@login_required
+@reader_required
 def sweep_requests_jsonl(request, sweep_id):
     sweep = get_object_or_404(Sweep.objects.only("pk"), pk=sweep_id)
     return _export("requests.jsonl", Q(run__sweep_id=sweep.pk), f"sweep-{sweep.pk}", {"sweep": sweep.pk})
@@ -877,7 +878,7 @@ def sweep_requests_jsonl(request, sweep_id):
 EXPORT_KINDS = ("points.csv", "points.json", "requests.jsonl")
 
 
-@login_required
+@reader_required
 def selection_export(request, kind):
     """The exports of any selection: ?sweep=A&sweep=B and/or ?run=X&run=Y (the compare
     and run-selection pages link here). Bad or unknown ids: a 400 that names them."""
@@ -937,7 +938,7 @@ def _ids(values):
     return ids
 
 
-@login_required
+@reader_required
 def compare(request):
     """Two or more sweeps (?sweep=..) or runs (?run=..) side by side for one metric; the
     first is the baseline. Bad input is a message on the page, never an error page."""

@@ -158,6 +158,8 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
 LOGIN_URL = "login"
+# ModelBackend, loading with the user whether it has a role (runs/roles.py).
+AUTHENTICATION_BACKENDS = ["runs.roles.RoleModelBackend"]
 LOGIN_REDIRECT_URL = "sweep-list"
 LOGOUT_REDIRECT_URL = "login"
 

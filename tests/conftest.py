@@ -42,12 +42,13 @@ def _own_data_dir(settings, tmp_path):
 def roles(transactional_db):
     """The viewer / operator / curator groups, which a data migration creates: a
     transactional test's flush empties every table (permissions come back with the flush's
-    post_migrate, groups do not), so later ones create them again."""
-    import importlib
-
+    post_migrate, groups do not), so later ones create them again, with the permissions of
+    the newest roles migration (runs.roles.ROLES)."""
     from django.contrib.auth.models import Group, Permission
 
-    for name, codenames in importlib.import_module("runs.migrations.0002_roles").ROLES.items():
+    from runs.roles import ROLES
+
+    for name, codenames in ROLES.items():
         group, _ = Group.objects.get_or_create(name=name)
         group.permissions.set(
             [Permission.objects.get(content_type__app_label=app, codename=codename) for app, codename in codenames]

@@ -3,7 +3,7 @@
 from io import StringIO
 
 import pytest
-from django.contrib.auth.models import User
+from django.contrib.auth.models import Group, User
 from django.core.management import call_command
 from django.urls import reverse
 
@@ -271,13 +271,19 @@ def test_constant_query_count(catalog, ddtree_runs, django_assert_num_queries):
     assert len(values(charts_by_id(data)["decode_tok_s"])) == ddtree_runs + 1
 
 
+def a_viewer():
+    user = User.objects.create_user("cara")
+    user.groups.add(Group.objects.get(name="viewer"))
+    return user
+
+
 @pytest.mark.parametrize("ddtree_runs", [1, 9])
 def test_the_view_is_constant_in_queries(catalog, client, ddtree_runs, django_assert_max_num_queries):
     sweep = make_sweep()
     add_run(sweep, 0, "autoregressive", {}, 4, speed=80.0)
     for i in range(ddtree_runs):
         add_run(sweep, i + 1, "ddtree", {"budget": 8 + i, "topk_cap": 8}, 4, speed=100.0 + i)
-    client.force_login(User.objects.create_user("cara"))
+    client.force_login(a_viewer())
     # Session, user, the sweep, its runs, their points.
     with django_assert_max_num_queries(5):
         response = client.get(reverse("sweep-charts", args=[sweep.pk]))
@@ -289,7 +295,7 @@ def test_the_view_requires_login(sweep, client):
     url = reverse("sweep-charts", args=[sweep.pk])
     response = client.get(url)
     assert response.status_code == 302 and response["Location"].startswith(reverse("login"))
-    client.force_login(User.objects.create_user("cara"))
+    client.force_login(a_viewer())
     response = client.get(url)
     assert response.status_code == 200 and response["Content-Type"] == "application/json"
     assert response.json()["sweep"] == sweep.pk
@@ -297,7 +303,7 @@ def test_the_view_requires_login(sweep, client):
 
 
 def test_the_sweep_page_holds_the_charts_container(sweep, client):
-    client.force_login(User.objects.create_user("cara"))
+    client.force_login(a_viewer())
     page = client.get(reverse("sweep-detail", args=[sweep.pk])).content.decode()
     assert f'data-url="{reverse("sweep-charts", args=[sweep.pk])}"' in page
     assert 'id="comparison-charts"' in page and "js/charts.js" in page

@@ -4,7 +4,7 @@ from datetime import datetime, timedelta, timezone
 from io import StringIO
 
 import pytest
-from django.contrib.auth.models import User
+from django.contrib.auth.models import Group, User
 from django.core.management import call_command
 from django.urls import reverse
 
@@ -184,7 +184,9 @@ def test_choices_list_every_dimension(series):
 
 @pytest.fixture
 def viewer(db):
-    return User.objects.create_user("hist-viewer", password="pw-hist-123")
+    user = User.objects.create_user("hist-viewer", password="pw-hist-123")
+    user.groups.add(Group.objects.get(name="viewer"))
+    return user
 
 
 def query(series, **extra):

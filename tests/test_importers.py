@@ -8,7 +8,7 @@ from io import StringIO
 from pathlib import Path
 
 import pytest
-from django.contrib.auth.models import User
+from django.contrib.auth.models import Group, User
 from django.core.management import CommandError, call_command
 from django.urls import reverse
 from django.utils import timezone
@@ -479,6 +479,12 @@ def native_point(sweep_name, when, speed):
     return sweep
 
 
+def a_viewer():
+    user = User.objects.create_user("viewer")
+    user.groups.add(Group.objects.get(name="viewer"))
+    return user
+
+
 def test_an_imported_point_appears_in_the_history_series_beside_native_ones(catalog, client):
     native = native_point("native", timezone.now() - timedelta(days=3), 140.0)
     imported = import_file(SGLANG_FILE.name, SGLANG_FILE.read_bytes(), host="h200-box").sweep
@@ -487,7 +493,7 @@ def test_an_imported_point_appears_in_the_history_series_beside_native_ones(cata
                "prompt_tokens": 2000, "concurrency": 1, "gpu": "NVIDIA H200"}
     points = series_points(filters, "output_throughput")
     assert [(p["sweep_id"], p["value"]) for p in points] == [(native.pk, 140.0), (imported.pk, 138.2)]
-    client.force_login(User.objects.create_user("viewer"))
+    client.force_login(a_viewer())
     query = {**filters, "metric": "output_throughput"}
     data = client.get(reverse("history-data"), {k: v for k, v in query.items()}).json()
     assert [p["sweep"] for p in data["points"]] == [native.pk, imported.pk]
@@ -499,7 +505,7 @@ def test_an_imported_sweep_has_its_charts_and_compares(catalog, client):
     decode = next(c for c in data["charts"] if c["id"] == "decode_tok_s")
     values = [v for d in decode["datasets"] if d["kind"] == "value" for v in d["data"] if v is not None]
     assert values == [pytest.approx(Point.objects.get(run__sweep=sweep).decode_tok_s)]
-    client.force_login(User.objects.create_user("viewer"))
+    client.force_login(a_viewer())
     assert client.get(reverse("sweep-charts", args=[sweep.pk])).json() == json.loads(json.dumps(data))
     page = client.get(reverse("sweep-detail", args=[sweep.pk]))
     assert page.status_code == 200 and b"Imported from" in page.content

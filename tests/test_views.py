@@ -39,7 +39,8 @@ def app_urls(resolver=None, prefix=""):
             yield entry.name, prefix + str(entry.pattern)
 
 
-def test_every_page_requires_login(sweep, client):
+def page_urls(sweep):
+    """Every page of our own apps (not logout), with the sweep's ids for arguments."""
     names = dict(app_urls())
     assert {"sweep-list", "sweep-detail", "logout"} <= set(names)
     for name in names:
@@ -52,10 +53,31 @@ def test_every_page_requires_login(sweep, client):
             kwargs["run_id"] = sweep.runs.first().pk
         if "<str:kind>" in names[name]:
             kwargs["kind"] = "points.json"
-        url = reverse(name, kwargs=kwargs or None)
+        yield reverse(name, kwargs=kwargs or None)
+
+
+def test_every_page_requires_login(sweep, client):
+    for url in page_urls(sweep):
         response = client.get(url)
         assert response.status_code == 302, url
         assert response["Location"].startswith(reverse("login") + "?next="), url
+
+
+def test_an_account_without_a_role_reads_nothing(sweep, client):
+    client.force_login(User.objects.create_user("nora", password="pw-nora-123"))
+    urls = list(page_urls(sweep))
+    assert len(urls) >= 15
+    for url in urls:
+        response = client.get(url)
+        assert response.status_code == 403, url
+        assert sweep.name not in response.content.decode(), url
+    assert "has no role" in client.get(reverse("sweep-list")).content.decode()
+    # A role, or staff status, is what it takes.
+    nora = User.objects.get(username="nora")
+    nora.groups.add(Group.objects.get(name="viewer"))
+    assert sweep.name in client.get(reverse("sweep-list")).content.decode()
+    client.force_login(User.objects.create_user("sam", password="pw-sam-12345", is_staff=True))
+    assert client.get(reverse("sweep-detail", args=[sweep.pk])).status_code == 200
 
 
 def test_the_admin_requires_a_staff_login(viewer, client):

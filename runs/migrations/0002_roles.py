@@ -1,5 +1,6 @@
 """The roles: viewer reads everything; operator also creates, launches, cancels and
-resumes sweeps; curator also curates results."""
+resumes sweeps; curator also curates results. Later migrations that change a role hold
+the complete ROLES of their time (0006 is the current one: runs.roles.ROLES)."""
 
 from django.db import migrations
 
@@ -22,7 +23,9 @@ CURATOR = OPERATOR + [
 ROLES = {"viewer": VIEWER, "operator": OPERATOR, "curator": CURATOR}
 
 
-def create_roles(apps, schema_editor):
+def set_roles(apps, roles):
+    """Give each group of ``roles`` exactly its permissions (later role migrations call
+    this with their own, complete ROLES)."""
     # Permissions are normally created after all migrations ran; create them now.
     from django.contrib.auth.management import create_permissions
 
@@ -33,13 +36,17 @@ def create_roles(apps, schema_editor):
 
     Group = apps.get_model("auth", "Group")
     Permission = apps.get_model("auth", "Permission")
-    for name, codenames in ROLES.items():
+    for name, codenames in roles.items():
         group, _ = Group.objects.get_or_create(name=name)
         perms = [
             Permission.objects.get(content_type__app_label=app, codename=codename)
             for app, codename in codenames
         ]
         group.permissions.set(perms)
+
+
+def create_roles(apps, schema_editor):
+    set_roles(apps, ROLES)
 
 
 def delete_roles(apps, schema_editor):
