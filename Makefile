@@ -19,10 +19,12 @@ run: $(STAMP)
 test: $(STAMP)
 	$(PY) -m pytest $(PYTEST_ARGS)
 
-# Full-page screenshots of the pages, taken by the browser tests, into var/screenshots/.
+# Full-page screenshots of the pages, taken by the browser tests, into var/screenshots/,
+# and the README's pictures (one screen or one chart each) into docs/.
 screenshots: $(STAMP)
 	$(PY) -m pytest tests/test_browser.py -q
 	@ls var/screenshots/
+	cp var/screenshots/docs/*.png docs/
 
 venv: $(STAMP)
 

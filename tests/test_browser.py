@@ -58,17 +58,28 @@ def shot(page, name):
     page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
 
 
+def doc_shot(target, name):
+    """A small picture for the README (a page's first screen, or one element), which
+    `make screenshots` copies into docs/."""
+    (SCREENSHOTS / "docs").mkdir(parents=True, exist_ok=True)
+    target.screenshot(path=str(SCREENSHOTS / "docs" / f"{name}.png"))
+
+
+def log_in(page, live_server, username, password):
+    page.goto(f"{live_server.url}/")
+    assert "/login/" in page.url
+    page.fill("#id_username", username)
+    page.fill("#id_password", password)
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{live_server.url}/")
+
+
 def test_build_launch_watch_and_chart_a_sweep_in_the_browser(browser, operator, live_server, tmp_path):
     before = simengine_pids()
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     errors = []
     page.on("pageerror", lambda exc: errors.append(str(exc)))
-    page.goto(f"{live_server.url}/")
-    assert "/login/" in page.url
-    page.fill("#id_username", "olga")
-    page.fill("#id_password", "pw-olga-12345")
-    page.click("button[type=submit]")
-    page.wait_for_url(f"{live_server.url}/")
+    log_in(page, live_server, "olga", "pw-olga-12345")
 
     # Build the sweep in the form, starting from the example it opens with.
     page.click("text=New sweep")
@@ -87,6 +98,7 @@ def test_build_launch_watch_and_chart_a_sweep_in_the_browser(browser, operator, 
     page.click("[data-path='exclude[0]'] button:has-text('Remove')")
     page.wait_for_selector("#plan-preview h2:has-text('3 runs, 9 points')")
     shot(page, "builder")
+    doc_shot(page, "builder")
     # The YAML view shows the same spec.
     page.click("#tab-yaml")
     page.wait_for_function("document.getElementById('id_spec_yaml').value.includes('budget: [8, 15]')")
@@ -153,6 +165,7 @@ def test_build_launch_watch_and_chart_a_sweep_in_the_browser(browser, operator, 
     page.click("tbody[data-run-id] tr.run-row >> nth=1")
     page.wait_for_selector("#run-drawer :text('Command launched')")
     shot(page, "run-drawer")
+    doc_shot(page.locator("#run-drawer"), "run-drawer")
 
     # Compare two configurations point by point, and follow one series over time.
     ar, dd15 = (Run.objects.get(sweep=sweep, method=m, params_key=k) for m, k in (
@@ -194,6 +207,7 @@ def test_build_launch_watch_and_chart_a_sweep_in_the_browser(browser, operator, 
         arg=f"#{sweep.pk}/{dd8.pk} {dd8.config_label}",
     )
     shot(page, "compare")
+    doc_shot(page, "compare")
     # The same two runs as comparison charts of a selection (any runs, across sweeps).
     page.goto(f"{live_server.url}/charts/?runs={ar.pk},{dd15.pk}")
     page.wait_for_function("window.sweeplabCharts && window.sweeplabCharts.decode_tok_s")
@@ -212,3 +226,47 @@ def test_build_launch_watch_and_chart_a_sweep_in_the_browser(browser, operator, 
     shot(page, "history")
     assert errors == []
     assert wait_for(lambda: not (simengine_pids() - before), timeout=10)
+
+
+def test_a_real_llama_cpp_sweep_in_the_browser(browser, operator, live_server, tmp_path):
+    """The demo's real half, small: llama.cpp on this CPU, watched and charted in the
+    browser. Its pictures open the README."""
+    from benchmarks.catalog import load_catalog
+    from benchmarks.spec import validate
+    from runs.sweeps import create_sweep, launch_sweep
+    from tests.processes import llamacpp_pids
+
+    before = llamacpp_pids()
+    spec = validate({
+        "name": "smollm2-cpu-small", "host": "local-cpu", "engine": "llamacpp-cpu", "model": "SmolLM2-135M-Instruct",
+        "tp": [1], "methods": ["autoregressive", {"prompt-lookup": {"num_pred_tokens": [2, 8]}}],
+        "workloads": ["fibonacci", {"long-context": {"prompt_tokens": [256, 2100]}}],
+        "max_new_tokens": 64, "requests_per_point": 2, "warmup_requests": 1,
+    }, load_catalog())
+    sweep, _ = create_sweep(spec, owner=operator)
+    page = browser.new_page(viewport={"width": 1400, "height": 900})
+    errors = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    log_in(page, live_server, "olga", "pw-olga-12345")
+    with celery_worker(["host.local-cpu"], tmp_path / "worker.log"):
+        launch_sweep(sweep)
+        page.goto(f"{live_server.url}/sweeps/{sweep.pk}/")
+        page.wait_for_selector("[data-field=sweep-status]:has-text('Done')", timeout=300_000)
+    page.reload()
+    page.wait_for_selector("#comparison-charts[data-ready=true]")
+    decode = page.evaluate(
+        """() => window.sweeplabCharts.decode_tok_s.data.datasets.map(
+               d => ({label: d.label, kind: d.kind, reasons: d.kind === 'marker' ? d.data.map(p => p.reason) : []}))"""
+    )
+    values = [d["label"] for d in decode if d["kind"] != "marker"]
+    assert values == ["autoregressive TP1", "prompt-lookup num_pred_tokens=2 TP1", "prompt-lookup num_pred_tokens=8 TP1"]
+    # The 2100-token point is beyond n_ctx: a skipped marker with its numbers, never a bar.
+    skipped = [r for d in decode if d["kind"] == "marker" for r in d["reasons"]]
+    assert skipped and all("2100 + 64 + 16 > 2048" in r for r in skipped)
+    assert set(Point.objects.filter(run__sweep=sweep).exclude(prompt_tokens=2100).values_list("status", flat=True)) == {"ok"}
+    shot(page, "real-sweep-detail")
+    doc_shot(page, "real-sweep")
+    doc_shot(page.locator(".chart-box[data-chart='decode_tok_s']"), "real-decode-chart")
+    doc_shot(page.locator(".chart-box[data-chart='speedup']"), "real-speedup-chart")
+    assert errors == []
+    assert wait_for(lambda: not (llamacpp_pids() - before), timeout=15)
