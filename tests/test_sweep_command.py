@@ -33,7 +33,7 @@ def run_command(*args):
 def test_seed_demo_is_idempotent(db):
     for _ in range(2):
         call_command("seed_demo", stdout=StringIO())
-    assert Host.objects.count() == 2 and Engine.objects.count() == 2
+    assert Host.objects.count() == 2 and Engine.objects.count() == 3  # sglang-sim-demo for `manage.py demo`
     assert LLM.objects.count() == 2 and Workload.objects.count() == 2
     sim = Host.objects.get(name="sim-8x-rtxpro6000")
     assert (sim.gpu_count, sim.gpu_model, sim.compute_capability) == (8, "NVIDIA RTX PRO 6000 Blackwell", "12.0")
