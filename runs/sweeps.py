@@ -106,6 +106,26 @@ def launch_sweep(sweep, enqueue=True):
     return run_ids
 
 
+def enqueue_queued_runs(sweep_id):
+    """Send the tasks of the runs a launch or resume queued without sending them
+    (``enqueue=False``). Returns their ids."""
+    sweep = Sweep.objects.select_related("host").get(pk=sweep_id)
+    run_ids = list(
+        Run.objects.filter(sweep=sweep, status=RunStatus.QUEUED).order_by("position").values_list("id", flat=True)
+    )
+    _enqueue(sweep, run_ids)
+    return run_ids
+
+
+def enqueue_after(sweep_id, after_sweep_id):
+    """`enqueue_queued_runs` once the other sweep is finished; None while it is queued
+    or running."""
+    status = Sweep.objects.filter(pk=after_sweep_id).values_list("status", flat=True).first()
+    if status in (SweepStatus.QUEUED, SweepStatus.RUNNING):
+        return None
+    return enqueue_queued_runs(sweep_id)
+
+
 @transaction.atomic
 def cancel_sweep(sweep):
     """No new runs start; a running one stops at its next point boundary."""

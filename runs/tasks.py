@@ -49,3 +49,19 @@ def execute_run(self, run_id):
         if wait is not None and self.request.retries < self.max_retries:
             raise self.retry(countdown=wait)
     return status
+
+
+@shared_task(name="runs.start_sweep_after", bind=True, max_retries=120)
+def start_sweep_after(self, sweep_id, after_sweep_id):
+    """Send the runs of a queued sweep once another sweep is finished: two sweeps on hosts
+    that share one machine (the demo's simulated host and its CPU host) would measure each
+    other. Sent to the other sweep's host queue, behind that sweep's runs; gives up waiting
+    after an hour."""
+    from runs.sweeps import enqueue_after, enqueue_queued_runs
+
+    if self.request.retries >= self.max_retries:
+        return enqueue_queued_runs(sweep_id)
+    run_ids = enqueue_after(sweep_id, after_sweep_id)
+    if run_ids is None:
+        raise self.retry(countdown=30)
+    return run_ids

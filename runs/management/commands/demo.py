@@ -1,9 +1,11 @@
 """`python manage.py demo`: queue the two demo sweeps of `make run` and say where to watch.
 
-1. real: examples/smollm2-cpu.yaml on local-cpu, llama.cpp serving SmolLM2-135M on
-   this machine's CPU;
-2. simulated: examples/qwen3.6-27b-sm120.yaml on sim-8x-rtxpro6000, with the engine
-   `sglang-sim-demo` (simengine at 1/50 of real time) instead of the file's.
+1. simulated: examples/qwen3.6-27b-sm120.yaml on sim-8x-rtxpro6000, with the engine
+   `sglang-sim-demo` (simengine at 1/50 of real time) instead of the file's;
+2. real: examples/smollm2-cpu.yaml on local-cpu, llama.cpp serving SmolLM2-135M on this
+   machine's CPU. Both hosts are this one machine, and a sweep measured while another
+   runs measures the other one too: the real sweep starts when the simulated one is done
+   (runs.tasks.start_sweep_after).
 
 Idempotent: a demo sweep already stored is not created again. One left unfinished (the
 last `make run` was stopped in the middle) is resumed; a finished one is only shown.
@@ -14,18 +16,21 @@ from pathlib import Path
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
+from django.db import transaction
 
 from benchmarks.catalog import load_catalog
 from benchmarks.models import Sweep, SweepStatus
 from benchmarks.spec import SpecError, load_yaml, validate
 from runs.sweeps import create_sweep, launch_sweep, resume_sweep
+from runs.tasks import send_to_host, start_sweep_after
 
 EXAMPLES = Path(settings.BASE_DIR) / "examples"
 SIM_DEMO_ENGINE = "sglang-sim-demo"
 DEMOS = (
-    ("real", EXAMPLES / "smollm2-cpu.yaml", {}),
     ("simulated", EXAMPLES / "qwen3.6-27b-sm120.yaml", {"engine": SIM_DEMO_ENGINE}),
+    ("real", EXAMPLES / "smollm2-cpu.yaml", {}),
 )
+UNFINISHED = (SweepStatus.QUEUED, SweepStatus.RUNNING)
 
 
 def demo_spec(path, overrides):
@@ -35,28 +40,38 @@ def demo_spec(path, overrides):
 
 
 class Command(BaseCommand):
-    help = "Queue the demo sweeps (a real llama.cpp sweep and a simulated SM120 one) unless already there."
+    help = "Queue the demo sweeps (a simulated SM120 one, then a real llama.cpp one) unless already there."
 
     def handle(self, *args, **options):
         lines = []
+        before = None  # (label, sweep) of the demo this one waits for
         for label, path, overrides in DEMOS:
             try:
                 spec = demo_spec(path, overrides)
             except SpecError as exc:
                 raise CommandError(f"demo sweep {path.name} is not valid here (run seed_demo first?):\n{exc}") from None
+            waits = before is not None and before[1].status in UNFINISHED
             sweep = Sweep.objects.filter(name=spec.name, engine__name=spec.engine).order_by("-pk").first()
             if sweep is None:
                 sweep, the_plan = create_sweep(spec)
-                launch_sweep(sweep)
+                launch_sweep(sweep, enqueue=not waits)
                 totals = the_plan.totals
                 state = f"queued, {totals['runs']} runs and {totals['points']} points ({totals['skipped_points']} skipped by plan)"
-            elif sweep.status in (SweepStatus.QUEUED, SweepStatus.RUNNING):
-                resume_sweep(sweep)
+            elif sweep.status in UNFINISHED:
+                resume_sweep(sweep, enqueue=not waits)
                 state = "unfinished: resumed"
             elif sweep.status == SweepStatus.DRAFT:
-                launch_sweep(sweep)
+                launch_sweep(sweep, enqueue=not waits)
                 state = "queued"
             else:
+                waits = False
                 state = f"{sweep.status} already (clone it in the builder to run it again)"
+            if waits:
+                other_label, other = before
+                transaction.on_commit(lambda s=sweep, o=other: send_to_host(
+                    start_sweep_after, o.host.name, sweep_id=s.pk, after_sweep_id=o.pk))
+                state += f"; starts when the {other_label} one is done"
+            sweep.refresh_from_db(fields=["status"])
+            before = (label, sweep)
             lines.append(f"  {label:<9}  {settings.SWEEPLAB_BASE_URL}{sweep.get_absolute_url()}  {sweep.name}: {state}")
         self.stdout.write("Demo sweeps (they start when the workers are up):\n" + "\n".join(lines))
