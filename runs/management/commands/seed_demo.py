@@ -41,9 +41,6 @@ ENGINES = [
         "argv_template": [
             "{python}", "-m", "llama_cpp.server", "--model", "{model_path}",
             "--n_ctx", "{context_length}", "--host", "{host}", "--port", "{port}",
-            # llama-cpp-python decodes on half the cores by default; all of them decode
-            # 1.7x faster here (bench/llamacpp_cpu.py).
-            "--n_threads", str(os.cpu_count() or 1),
         ],
         "method_args": {
             "prompt-lookup": [
