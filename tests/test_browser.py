@@ -151,6 +151,27 @@ def test_build_launch_watch_and_chart_a_sweep_in_the_browser(browser, operator, 
                .filter(d => d.kind === 'marker').flatMap(d => d.data.map(p => p.reason))"""
     )
     assert any("illegal instruction" in r for r in reasons)
+    # The other chart families are listed, not drawn, until opened; opening one fetches it
+    # (?family=) and draws exactly the datasets the server builds for it.
+    listed = sweep_charts(sweep.pk)["families"]
+    assert page.evaluate(
+        "() => [...document.querySelectorAll('#comparison-charts details.chart-family')].map(d => d.dataset.family)"
+    ) == [family["id"] for family in listed] == ["prompt_length", "latency"]
+    page.click("details.chart-family[data-family=latency] > summary")
+    page.wait_for_selector("details.chart-family[data-family=latency][data-ready=true]")
+    latency = sweep_charts(sweep.pk, family="latency")["charts"]
+    assert [c["id"] for c in latency] == [c["id"] for c in listed[1]["charts"]] and len(latency) == 3
+    drawn = page.evaluate(
+        """ids => ids.map(id => window.sweeplabCharts[id].data.datasets.map(
+               d => ({label: d.label, kind: d.kind, data: d.data})))""",
+        [c["id"] for c in latency],
+    )
+    for chart, datasets in zip(latency, drawn):
+        assert datasets == [{"label": d["label"], "kind": d["kind"], "data": d["data"]} for d in chart["datasets"]]
+    # The budget-8 crash is a marker there too, with its reason; no value of it is drawn.
+    assert any("illegal instruction" in m["reason"] for ds in drawn for d in ds if d["kind"] == "marker"
+               for m in d["data"])
+    assert page.evaluate("Object.keys(Chart.instances).length") == len(charts) + len(latency)
     # The points table: 9 points, sorted by decode speed (missing values last), filtered.
     page.wait_for_function("document.querySelectorAll('#points-table tr.point-row').length === 9")
     page.click("#points-table button[data-sort=decode_tok_s]")
