@@ -12,13 +12,16 @@ sent; the others (``FAMILIES``: against prompt length, latency per point, agains
 concurrency) grow with the points of a big sweep, so ``build_charts`` only lists them (id
 and title) and builds them when asked for: ``family=ID`` (every chart of one family) or
 ``chart=ID`` (one chart). Each chart is built by one function, whichever way it is asked for.
+The page fetches a family whole when it is opened if ``at_once`` (at most
+``FAMILY_AT_ONCE`` charts), else one chart at a time: drawing 40 charts of 300
+configurations at once would stall the browser.
 
 The JSON shape (``build_charts``)::
 
     {"sweep": id | None,
      "legend": [{"status", "label", "meaning", "pointStyle", "color"}],   # marker meanings
      "configs": [{"config", "method", "tp", "params", "run", "sweep", "color"}],  # once each
-     "families": [{"id", "title", "charts": [{"id", "title"}]}],  # on demand, not in "charts"
+     "families": [{"id", "title", "at_once", "charts": [{"id", "title"}]}],  # on demand
      "family": "overview" | family id | None (one chart),         # what "charts" holds
      "charts": [{"id", "family", "type": "bar" | "line", "title",
                  "x": {"label", "type": "category" | "linear"}, "y": {"label", "type"},
@@ -96,6 +99,7 @@ FAMILIES = {
     "latency": "TPOT and ITL, median and p99, per point",
     "concurrency": "Output throughput against concurrency",
 }
+FAMILY_AT_ONCE = 12  # a family with more charts is opened one chart at a time
 # The parameter that sets how far each speculative method looks ahead.
 SPEC_PARAMETER = {
     Method.DDTREE.value: ("budget", "DDTree budget"),
@@ -579,8 +583,8 @@ def build_charts(sweep_id=None, run_ids=None, family=None, chart=None):
         "sweep": sweep_id,
         "legend": legend(),
         "configs": [config.identity() for config in configs],
-        "families": [{"id": key, "title": title, "charts": listed[key]} for key, title in FAMILIES.items()
-                     if listed[key]],
+        "families": [{"id": key, "title": title, "at_once": len(listed[key]) <= FAMILY_AT_ONCE,
+                      "charts": listed[key]} for key, title in FAMILIES.items() if listed[key]],
         "family": family if chart is None else None,
         "charts": [{**entry.build(entry.id, entry.title), "family": entry.family} for entry in chosen],
     }

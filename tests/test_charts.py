@@ -106,6 +106,7 @@ def test_the_chart_list(sweep):
         "latency": ["latency:fibonacci", "latency:long-context 3000", "latency:long-context 8000"],
     }
     assert [f["title"] for f in data["families"]] == [FAMILIES["prompt_length"], FAMILIES["latency"]]
+    assert all(f["at_once"] for f in data["families"])  # small families: the page fetches them whole
     # Nothing is hidden: every chart is in the overview or in a listed family, with the
     # title it is listed under, and the family answer holds exactly the listed charts.
     everything = every_chart(sweep_id=sweep.pk)
@@ -135,6 +136,12 @@ def test_one_chart_or_one_family_on_demand_is_the_same_chart(sweep):
         sweep_charts(sweep.pk, family="nope")
     with pytest.raises(UnknownChart, match="no chart “latency:nowhere” here"):
         sweep_charts(sweep.pk, chart="latency:nowhere")
+
+
+def test_a_family_of_many_charts_is_opened_one_chart_at_a_time(sweep, monkeypatch):
+    monkeypatch.setattr("runs.charts.FAMILY_AT_ONCE", 2)
+    at_once = {f["id"]: f["at_once"] for f in sweep_charts(sweep.pk)["families"]}
+    assert at_once == {"prompt_length": True, "latency": False}
 
 
 def test_configurations_are_described_once(sweep):

@@ -2,8 +2,8 @@
 // Points without a measurement are marker datasets (kind "marker"), never zero bars; their
 // tooltips show the point's reason. window.sweeplabCharts maps chart id -> Chart instance.
 // The overview comes with the page; every other family is a <details> listing its charts,
-// fetched when it is first opened: the whole family (?family=ID) when it is small, else one
-// <details> per chart, each fetched when opened (?chart=ID).
+// fetched when it is first opened: the whole family (?family=ID) when the server says
+// at_once, else one <details> per chart, each fetched when opened (?chart=ID).
 (function () {
   "use strict";
   const root = document.getElementById("comparison-charts");
@@ -58,8 +58,6 @@
     };
   }
 
-  // A family with more charts than this is opened one chart at a time.
-  const FAMILY_AT_ONCE = 12;
   const LINE_STYLE = { borderWidth: 2, pointRadius: 3, fill: false, spanGaps: false };
 
   function render(chart, container) {
@@ -147,7 +145,7 @@
     details.appendChild(text("summary", "", family.title + " (" + count + (count === 1 ? " chart)" : " charts)")));
     const container = text("div", "chart-family-charts");
     details.appendChild(container);
-    if (count <= FAMILY_AT_ONCE) {
+    if (family.at_once) {
       onFirstOpen(details, container, "family", family.id);
       return details;
     }
