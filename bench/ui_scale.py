@@ -6,7 +6,9 @@ records (default 500 x 40 x 3) and measures, in-process, the server time of:
 
 * the sweep detail page (HTML) of the largest sweep,
 * its ``progress.json`` (the live sweep page's data, polled every few seconds),
-* its ``charts.json`` (the comparison charts),
+* its ``charts.json`` (the comparison charts: the overview the page loads, each chart
+  family the page fetches when it is opened, ``?family=ID``, and one chart of the
+  per-point latency family, ``?chart=ID``),
 * its ``points-table.json`` (the paginated points table) where the URL name
   ``sweep-points-table`` exists,
 * ``history.json`` for the series that has the most points, and the history page.
@@ -458,6 +460,7 @@ def endpoints(seeded, sweep=None):
         ("progress.json", reverse("sweep-progress", args=[sweep.pk])),
         ("charts.json", reverse("sweep-charts", args=[sweep.pk])),
     ]
+    out.extend(chart_family_endpoints(sweep))
     try:
         out.append(("points-table.json", reverse("sweep-points-table", args=[sweep.pk])))
     except NoReverseMatch:
@@ -466,6 +469,23 @@ def endpoints(seeded, sweep=None):
         query = urlencode(seeded["series"]["query"])
         out.append(("history.json", f"{reverse('history-data')}?{query}"))
         out.append(("history page (HTML)", f"{reverse('history')}?{query}"))
+    return out
+
+
+def chart_family_endpoints(sweep):
+    """charts.json of each on-demand family (runs.charts.FAMILIES) and of one latency chart
+    (the first the overview lists), as the page fetches them when they are opened."""
+    from urllib.parse import urlencode
+
+    from django.urls import reverse
+
+    from runs.charts import FAMILIES, sweep_charts
+
+    url = reverse("sweep-charts", args=[sweep.pk])
+    out = [(f"charts.json ?family={name}", f"{url}?{urlencode({'family': name})}") for name in FAMILIES]
+    listed = {f["id"]: f["charts"] for f in sweep_charts(sweep.pk)["families"]}
+    if listed.get("latency"):
+        out.append(("charts.json ?chart=<latency>", f"{url}?{urlencode({'chart': listed['latency'][0]['id']})}"))
     return out
 
 
@@ -512,10 +532,10 @@ def measure_all(seeded, repeat=7, client=None):
 
 
 def format_table(rows):
-    header = f"{'endpoint':<26} {'status':>6} {'median ms':>10} {'max ms':>9} {'queries':>8} {'(small)':>8} {'bytes':>11}"
+    header = f"{'endpoint':<33} {'status':>6} {'median ms':>10} {'max ms':>9} {'queries':>8} {'(small)':>8} {'bytes':>11}"
     lines = [header, "-" * len(header)]
     for r in rows:
-        lines.append(f"{r['endpoint']:<26} {r['status']:>6} {r['median_ms']:>10.1f} {r['max_ms']:>9.1f} "
+        lines.append(f"{r['endpoint']:<33} {r['status']:>6} {r['median_ms']:>10.1f} {r['max_ms']:>9.1f} "
                      f"{r['queries']:>8} {r['queries_small']:>8} {r['bytes']:>11,}")
     lines.append("")
     for r in rows:

@@ -7,21 +7,37 @@ A point that did not produce a measurement (crashed, skipped, timeout, not_run, 
 context_overflow) is never drawn as a zero: value datasets carry ``None`` there and the point
 appears in a separate *marker* dataset (one per status) with its reason, at the axis baseline.
 
+Charts come in families. The *overview* (decode speed, speedup, accept length) is always
+sent; the others (``FAMILIES``: against prompt length, latency per point, against
+concurrency) grow with the points of a big sweep, so ``build_charts`` only lists them (id
+and title) and builds them when asked for: ``family=ID`` (every chart of one family) or
+``chart=ID`` (one chart). Each chart is built by one function, whichever way it is asked for.
+The page fetches a family whole when it is opened if ``at_once`` (at most
+``FAMILY_AT_ONCE`` charts), else one chart at a time: drawing 40 charts of 300
+configurations at once would stall the browser.
+
 The JSON shape (``build_charts``)::
 
     {"sweep": id | None,
      "legend": [{"status", "label", "meaning", "pointStyle", "color"}],   # marker meanings
-     "charts": [{"id", "type": "bar" | "line", "title",
+     "configs": [{"config", "method", "tp", "params", "run", "sweep", "color"}],  # once each
+     "families": [{"id", "title", "at_once", "charts": [{"id", "title"}]}],  # on demand
+     "family": "overview" | family id | None (one chart),         # what "charts" holds
+     "charts": [{"id", "family", "type": "bar" | "line", "title",
                  "x": {"label", "type": "category" | "linear"}, "y": {"label", "type"},
                  "labels": [...],            # category charts only
                  "datasets": [{"kind": "value" | "marker", "type": "bar" | "line" | "scatter",
                                "label", "data", "backgroundColor", "borderColor", ...}]}]}
 
-Value datasets also carry ``config``, ``method``, ``tp``, ``params``, ``run`` and ``sweep``; marker datasets carry
+A value dataset of a configuration is labelled with the configuration (``configs[].config``,
+unique within the answer); its method, TP, parameters, run and sweep are in ``configs``.
+Values are rounded to 4 significant digits. Line datasets leave their line style (width,
+point radius, no fill, gaps at missing values) to charts.js. Marker datasets carry
 ``status`` and data items ``{"x", "y", "config", "status", "reason"}``.
 """
 
-from collections import defaultdict
+from collections import defaultdict, namedtuple
+from functools import partial
 
 from benchmarks.models import Method
 from runs.metrics import metric_label
@@ -75,6 +91,15 @@ LATENCY_SERIES = (
     ("median_itl_ms", "ITL median"),
     ("p99_itl_ms", "ITL p99"),
 )
+# Chart families sent on demand (id -> title): the page lists their charts and fetches a
+# family when it is opened. The overview is always sent.
+OVERVIEW = "overview"
+FAMILIES = {
+    "prompt_length": "Decode speed and TTFT against prompt length",
+    "latency": "TPOT and ITL, median and p99, per point",
+    "concurrency": "Output throughput against concurrency",
+}
+FAMILY_AT_ONCE = 12  # a family with more charts is opened one chart at a time
 # The parameter that sets how far each speculative method looks ahead.
 SPEC_PARAMETER = {
     Method.DDTREE.value: ("budget", "DDTree budget"),
@@ -129,15 +154,14 @@ class Config:
         self.colour = None
         self.points = {}  # (workload, prompt_tokens, concurrency) -> point row
 
-    def style(self, chart_type):
-        style = {"backgroundColor": self.colour, "borderColor": self.colour}
-        if chart_type == "line":
-            style.update(borderWidth=2, pointRadius=3, fill=False, spanGaps=False)
-        return style
+    def dataset(self, chart_type, data):
+        """A value dataset of this configuration (its identity is in ``configs``, once)."""
+        return {"kind": "value", "type": chart_type, "label": self.label, "data": data,
+                "backgroundColor": self.colour, "borderColor": self.colour}
 
     def identity(self):
         return {"config": self.label, "method": self.method, "tp": self.tp, "params": self.params,
-                "run": self.run_id, "sweep": self.sweep_id}
+                "run": self.run_id, "sweep": self.sweep_id, "color": self.colour}
 
 
 def load(sweep_id=None, run_ids=None):
@@ -209,8 +233,15 @@ def _is_ok(point):
     return point is not None and point["status"] == PointStatus.OK
 
 
+def significant(value, digits=4):
+    """``value`` rounded to ``digits`` significant digits (None stays None)."""
+    if value is None:
+        return None
+    return float(f"{value:.{digits}g}")
+
+
 def _ok_value(point, field):
-    return point[field] if _is_ok(point) else None
+    return significant(point[field]) if _is_ok(point) else None
 
 
 def _markers(entries, y=0):
@@ -296,9 +327,16 @@ def _chart(chart_id, chart_type, title, x_label, y_label, datasets, labels=None,
 
 
 # -- The charts ------------------------------------------------------------------------------
+# Each family function lists its charts as Entry(family, id, title, build); ``build(id,
+# title)`` makes the chart, and is only called for the charts an answer holds.
+
+Entry = namedtuple("Entry", "family id title build")
+
+DECODE_TITLE = "Decode speed per configuration"
+SPEEDUP_TITLE = "Speedup over autoregressive at the same TP and point"
 
 
-def decode_chart(configs, shapes, many):
+def decode_chart(configs, shapes, many, chart_id="decode_tok_s", title=DECODE_TITLE):
     labels = [_point_label(s, many) for s in shapes]
     datasets, failures = [], []
     for config in configs:
@@ -309,15 +347,14 @@ def decode_chart(configs, shapes, many):
             failure = _failure(point)
             if failure:
                 failures.append((label, config.label, *failure))
-        datasets.append({"kind": "value", "type": "bar", "label": config.label, "data": data,
-                         **config.identity(), **config.style("bar")})
+        datasets.append(config.dataset("bar", data))
     return _chart(
-        "decode_tok_s", "bar", "Decode speed per configuration", "workload and prompt length (tokens)",
+        chart_id, "bar", title, "workload and prompt length (tokens)",
         metric_label("decode_tok_s"), datasets + _markers(failures), labels=labels,
     )
 
 
-def speedup_chart(configs, shapes, many):
+def speedup_chart(configs, shapes, many, chart_id="speedup", title=SPEEDUP_TITLE):
     labels = [_point_label(s, many) for s in shapes]
     # The baseline is the autoregressive run of the configuration's own sweep at its TP: in a
     # selection of runs from several sweeps, another sweep's run is no baseline.
@@ -333,7 +370,7 @@ def speedup_chart(configs, shapes, many):
             base = baseline.points.get(shape) if baseline else None
             value = None
             if _is_ok(point) and _is_ok(base) and point["decode_tok_s"] and base["decode_tok_s"]:
-                value = round(point["decode_tok_s"] / base["decode_tok_s"], 4)
+                value = significant(point["decode_tok_s"] / base["decode_tok_s"])
             data.append(value)
             failure = _failure(point)
             if failure:
@@ -349,12 +386,10 @@ def speedup_chart(configs, shapes, many):
                         detail = base["reason"] or _status_label(base["status"])
                     why = f"{baseline.label} is not ok here: {detail}"
                 failures.append((label, config.label, NO_BASELINE, why))
-        datasets.append({"kind": "value", "type": "bar", "label": config.label, "data": data,
-                         **config.identity(), **config.style("bar")})
+        datasets.append(config.dataset("bar", data))
     return _chart(
-        "speedup", "bar", "Speedup over autoregressive at the same TP and point",
-        "workload and prompt length (tokens)", "speedup (×)", datasets + _markers(failures),
-        labels=labels, baseline=1.0,
+        chart_id, "bar", title, "workload and prompt length (tokens)", "speedup (×)",
+        datasets + _markers(failures), labels=labels, baseline=1.0,
     )
 
 
@@ -372,9 +407,14 @@ def _line_per_config(configs, xs_of, field):
             if failure:
                 failures.append((x, config.label, *failure))
         if data:
-            datasets.append({"kind": "value", "type": "line", "label": config.label, "data": data,
-                             **config.identity(), **config.style("line")})
+            datasets.append(config.dataset("line", data))
     return datasets, failures
+
+
+def prompt_length_chart(configs, xs_of, field, chart_id, title):
+    datasets, failures = _line_per_config(configs, xs_of, field)
+    return _chart(chart_id, "line", title, "prompt length (tokens)", metric_label(field),
+                  datasets + _markers(failures), x_type="linear")
 
 
 def prompt_length_charts(configs, shapes, many):
@@ -384,7 +424,7 @@ def prompt_length_charts(configs, shapes, many):
         workload, prompt_tokens, concurrency = shape
         if prompt_tokens is not None:
             groups[(workload, concurrency)].append((prompt_tokens, shape))
-    charts = []
+    entries = []
     for (workload, concurrency), xs_of in groups.items():
         suffix = f":c{concurrency}" if many else ""
         at = f" at concurrency {concurrency}" if many else ""
@@ -392,126 +432,174 @@ def prompt_length_charts(configs, shapes, many):
             ("decode_vs_prompt", "decode_tok_s", "Decode speed against prompt length"),
             ("ttft_vs_prompt", "mean_ttft_ms", "Mean TTFT against prompt length"),
         ):
-            y_label = metric_label(field)
-            datasets, failures = _line_per_config(configs, xs_of, field)
-            charts.append(_chart(
-                f"{chart_id}:{workload}{suffix}", "line", f"{title}: {workload}{at}",
-                "prompt length (tokens)", y_label, datasets + _markers(failures), x_type="linear",
-            ))
-    return charts
+            entries.append(Entry("prompt_length", f"{chart_id}:{workload}{suffix}", f"{title}: {workload}{at}",
+                                 partial(prompt_length_chart, configs, xs_of, field)))
+    return entries
+
+
+def latency_chart(configs, shape, chart_id, title):
+    """TPOT and ITL median and p99 of one point, grouped per configuration."""
+    labels = [name for _, name in LATENCY_SERIES]
+    datasets, failures = [], []
+    for config in configs:
+        point = config.points.get(shape)
+        if point is None:
+            continue
+        datasets.append(config.dataset("bar", [_ok_value(point, field) for field, _ in LATENCY_SERIES]))
+        failure = _failure(point)
+        if failure:
+            failures.extend((label, config.label, *failure) for label in labels)
+    return _chart(chart_id, "bar", title, "statistic", "latency (ms)", datasets + _markers(failures),
+                  labels=labels)
 
 
 def latency_charts(configs, shapes, many):
-    """TPOT and ITL median and p99, grouped per configuration, one chart per point."""
-    labels = [name for _, name in LATENCY_SERIES]
-    charts = []
+    """One chart per point."""
+    entries = []
     for shape in shapes:
         point_label = _point_label(shape, many)
-        datasets, failures = [], []
-        for config in configs:
-            point = config.points.get(shape)
-            if point is None:
-                continue
-            datasets.append({"kind": "value", "type": "bar", "label": config.label,
-                             "data": [_ok_value(point, field) for field, _ in LATENCY_SERIES],
-                             **config.identity(), **config.style("bar")})
-            failure = _failure(point)
-            if failure:
-                failures.extend((label, config.label, *failure) for label in labels)
-        charts.append(_chart(
-            f"latency:{point_label}", "bar", f"TPOT and ITL, median and p99: {point_label}",
-            "statistic", "latency (ms)", datasets + _markers(failures), labels=labels,
-        ))
-    return charts
+        entries.append(Entry("latency", f"latency:{point_label}", f"TPOT and ITL, median and p99: {point_label}",
+                             partial(latency_chart, configs, shape)))
+    return entries
+
+
+def _accept_lines(configs, workload):
+    """(method, tp) -> [(parameter value, mean accept length, failure, config)] of a workload."""
+    lines = defaultdict(list)
+    for config in configs:
+        parameter = SPEC_PARAMETER.get(config.method)
+        if parameter is None or parameter[0] not in config.params:
+            continue
+        points = [p for (w, _, _), p in config.points.items() if w == workload]
+        if not points:
+            continue
+        values = [p["accept_length"] for p in points if _is_ok(p) and p["accept_length"] is not None]
+        value = significant(sum(values) / len(values)) if values else None
+        failed = [_failure(p) for p in points if _failure(p)]
+        failure = failed[0] if value is None and failed else None
+        lines[(config.method, config.tp)].append((config.params[parameter[0]], value, failure, config))
+    return lines
+
+
+def accept_length_chart(lines, chart_id, title):
+    """Mean accept length per run against its DDTree budget / DFlash block size."""
+    datasets, failures = [], []
+    tps = defaultdict(list)
+    for method, tp in sorted(lines):
+        tps[method].append(tp)
+    for (method, tp), entries in sorted(lines.items()):
+        entries.sort(key=lambda e: _sort_value(e[0]))
+        colour = shades(method, len(tps[method]))[tps[method].index(tp)]  # a shade per TP
+        datasets.append({
+            "kind": "value", "type": "line", "label": f"{method} TP{tp} ({SPEC_PARAMETER[method][1]})",
+            "method": method, "tp": tp, "parameter": SPEC_PARAMETER[method][0],
+            "data": [{"x": x, "y": value, "config": config.label} for x, value, _, config in entries],
+            "backgroundColor": colour, "borderColor": colour,
+        })
+        failures.extend((x, config.label, *failure) for x, _, failure, config in entries if failure)
+    return _chart(chart_id, "line", title, "DDTree budget / DFlash block size (tokens)",
+                  metric_label("accept_length"), datasets + _markers(failures), x_type="linear")
 
 
 def accept_length_charts(configs, shapes, many):
-    """Mean accept length per run against its DDTree budget / DFlash block size, per workload."""
-    workloads = list(dict.fromkeys(shape[0] for shape in shapes))
-    charts = []
-    for workload in workloads:
-        lines = defaultdict(list)  # (method, tp) -> [(x, value, failure, config)]
-        for config in configs:
-            parameter = SPEC_PARAMETER.get(config.method)
-            if parameter is None or parameter[0] not in config.params:
-                continue
-            points = [p for (w, _, _), p in config.points.items() if w == workload]
-            if not points:
-                continue
-            values = [p["accept_length"] for p in points if _is_ok(p) and p["accept_length"] is not None]
-            value = round(sum(values) / len(values), 4) if values else None
-            failed = [_failure(p) for p in points if _failure(p)]
-            failure = failed[0] if value is None and failed else None
-            lines[(config.method, config.tp)].append((config.params[parameter[0]], value, failure, config))
-        if not lines:
-            continue
-        datasets, failures = [], []
-        tps = defaultdict(list)
-        for method, tp in sorted(lines):
-            tps[method].append(tp)
-        for (method, tp), entries in sorted(lines.items()):
-            entries.sort(key=lambda e: _sort_value(e[0]))
-            colour = shades(method, len(tps[method]))[tps[method].index(tp)]  # a shade per TP
-            datasets.append({
-                "kind": "value", "type": "line", "label": f"{method} TP{tp} ({SPEC_PARAMETER[method][1]})",
-                "method": method, "tp": tp, "parameter": SPEC_PARAMETER[method][0],
-                "data": [{"x": x, "y": value, "config": config.label} for x, value, _, config in entries],
-                "backgroundColor": colour, "borderColor": colour, "borderWidth": 2, "pointRadius": 3,
-                "fill": False, "spanGaps": False,
-            })
-            failures.extend((x, config.label, *failure) for x, _, failure, config in entries if failure)
-        charts.append(_chart(
-            f"accept_length:{workload}", "line",
-            f"Speculative accept length against DDTree budget / DFlash block size: {workload}",
-            "DDTree budget / DFlash block size (tokens)", metric_label("accept_length"),
-            datasets + _markers(failures), x_type="linear",
-        ))
-    return charts
+    """Per workload that has speculative runs."""
+    entries = []
+    for workload in dict.fromkeys(shape[0] for shape in shapes):
+        lines = _accept_lines(configs, workload)
+        if lines:
+            entries.append(Entry(
+                OVERVIEW, f"accept_length:{workload}",
+                f"Speculative accept length against DDTree budget / DFlash block size: {workload}",
+                partial(accept_length_chart, lines),
+            ))
+    return entries
 
 
-def concurrency_charts(configs, shapes):
+def concurrency_chart(configs, xs_of, chart_id, title):
+    datasets, failures = _line_per_config(configs, xs_of, "output_throughput")
+    return _chart(chart_id, "line", title, "concurrency (requests in flight)", metric_label("output_throughput"),
+                  datasets + _markers(failures), x_type="linear")
+
+
+def concurrency_charts(configs, shapes, many):
     """Output throughput against concurrency, per workload and prompt length."""
+    if not many:
+        return []
     groups = defaultdict(list)
     for shape in shapes:
         groups[(shape[0], shape[1])].append((shape[2], shape))
-    charts = []
+    entries = []
     for (workload, prompt_tokens), xs_of in groups.items():
         if len({x for x, _ in xs_of}) < 2:
             continue
         label = workload if prompt_tokens is None else f"{workload} {prompt_tokens}"
-        datasets, failures = _line_per_config(configs, sorted(xs_of), "output_throughput")
-        charts.append(_chart(
-            f"throughput_vs_concurrency:{label}", "line", f"Output throughput against concurrency: {label}",
-            "concurrency (requests in flight)", metric_label("output_throughput"), datasets + _markers(failures),
-            x_type="linear",
-        ))
-    return charts
+        entries.append(Entry("concurrency", f"throughput_vs_concurrency:{label}",
+                             f"Output throughput against concurrency: {label}",
+                             partial(concurrency_chart, configs, sorted(xs_of))))
+    return entries
 
 
-def build_charts(sweep_id=None, run_ids=None):
-    """Every comparison chart of a sweep, or of the given runs (in that order, from any
-    sweeps), as Chart.js-ready dicts."""
-    configs = load(sweep_id=sweep_id, run_ids=run_ids)
+def chart_entries(configs):
+    """Every chart of these configurations, in page order, not built yet."""
     shapes = _shapes(configs)
+    if not shapes:
+        return []
     many = len({shape[2] for shape in shapes}) > 1
-    charts = []
-    if shapes:
-        charts.append(decode_chart(configs, shapes, many))
-        if any(c.method == Method.AUTOREGRESSIVE for c in configs) and any(
-            c.method != Method.AUTOREGRESSIVE for c in configs
-        ):
-            charts.append(speedup_chart(configs, shapes, many))
-        charts.extend(prompt_length_charts(configs, shapes, many))
-        charts.extend(latency_charts(configs, shapes, many))
-        charts.extend(accept_length_charts(configs, shapes, many))
-        if many:
-            charts.extend(concurrency_charts(configs, shapes))
-    return {"sweep": sweep_id, "legend": legend(), "charts": charts}
+    entries = [Entry(OVERVIEW, "decode_tok_s", DECODE_TITLE, partial(decode_chart, configs, shapes, many))]
+    if any(c.method == Method.AUTOREGRESSIVE for c in configs) and any(
+        c.method != Method.AUTOREGRESSIVE for c in configs
+    ):
+        entries.append(Entry(OVERVIEW, "speedup", SPEEDUP_TITLE, partial(speedup_chart, configs, shapes, many)))
+    for family in (prompt_length_charts, latency_charts, accept_length_charts, concurrency_charts):
+        entries.extend(family(configs, shapes, many))
+    return entries
 
 
-def sweep_charts(sweep_id):
-    return build_charts(sweep_id=sweep_id)
+class UnknownChart(LookupError):
+    """A family or chart id that these runs do not have."""
 
 
-def run_charts(run_ids):
-    return build_charts(run_ids=run_ids)
+def build_charts(sweep_id=None, run_ids=None, family=None, chart=None):
+    """The comparison charts of a sweep, or of the given runs (in that order, from any
+    sweeps), as Chart.js-ready dicts: the overview (default), every chart of ``family``, or
+    the one chart ``chart``. The other families are listed (ids and titles) in every answer.
+    Raises UnknownChart for a family or chart id that is not there."""
+    if family is not None and family != OVERVIEW and family not in FAMILIES:
+        raise UnknownChart(f"no chart family “{family}” (there are {', '.join([OVERVIEW, *FAMILIES])})")
+    configs = load(sweep_id=sweep_id, run_ids=run_ids)
+    entries = chart_entries(configs)
+    if chart is not None:
+        chosen = [entry for entry in entries if entry.id == chart]
+        if not chosen:
+            raise UnknownChart(f"no chart “{chart}” here")
+    else:
+        family = family or OVERVIEW
+        chosen = [entry for entry in entries if entry.family == family]
+    listed = defaultdict(list)
+    for entry in entries:
+        if entry.family != OVERVIEW:
+            listed[entry.family].append({"id": entry.id, "title": entry.title})
+    return {
+        "sweep": sweep_id,
+        "legend": legend(),
+        "configs": [config.identity() for config in configs],
+        "families": [{"id": key, "title": title, "at_once": len(listed[key]) <= FAMILY_AT_ONCE,
+                      "charts": listed[key]} for key, title in FAMILIES.items() if listed[key]],
+        "family": family if chart is None else None,
+        "charts": [{**entry.build(entry.id, entry.title), "family": entry.family} for entry in chosen],
+    }
+
+
+def every_chart(sweep_id=None, run_ids=None):
+    """Every chart, overview and families, in page order (for tests and scripts: the page
+    itself asks for a family when it is opened)."""
+    configs = load(sweep_id=sweep_id, run_ids=run_ids)
+    return [{**entry.build(entry.id, entry.title), "family": entry.family} for entry in chart_entries(configs)]
+
+
+def sweep_charts(sweep_id, family=None, chart=None):
+    return build_charts(sweep_id=sweep_id, family=family, chart=chart)
+
+
+def run_charts(run_ids, family=None, chart=None):
+    return build_charts(run_ids=run_ids, family=family, chart=chart)

@@ -21,6 +21,7 @@ from runs import compare as compare_lib
 from runs import metrics
 from runs import points_table as points_table_lib
 from runs import history as hist
+from runs.charts import UnknownChart
 from runs.charts import run_charts as build_run_charts
 from runs.charts import sweep_charts as build_sweep_charts
 from runs.curation import notes_for
@@ -321,11 +322,20 @@ def sweep_resume(request, sweep_id):
     return _sweep_action(request, sweep_id, resume_sweep, "resume")
 
 
+def _chart_choice(query):
+    """?family=ID or ?chart=ID (runs.charts.build_charts): the overview when neither."""
+    return {"family": query.get("family") or None, "chart": query.get("chart") or None}
+
+
 @reader_required
 def sweep_charts(request, sweep_id):
-    """The comparison charts of a sweep, Chart.js-ready (runs.charts)."""
+    """The comparison charts of a sweep, Chart.js-ready (runs.charts): the overview, or
+    ?family=ID / ?chart=ID of the families it lists; 404 with {"error"} for an unknown id."""
     sweep = get_object_or_404(Sweep.objects.only("pk"), pk=sweep_id)
-    return JsonResponse(build_sweep_charts(sweep.pk))
+    try:
+        return JsonResponse(build_sweep_charts(sweep.pk, **_chart_choice(request.GET)))
+    except UnknownChart as exc:
+        return JsonResponse({"error": str(exc)}, status=404)
 
 
 # --- Comparison charts of any runs, across sweeps (/charts/?runs=1,2,3) -------------------
@@ -385,12 +395,16 @@ def run_selection_charts(request):
 
 @reader_required
 def run_selection_charts_data(request):
-    """JSON: runs.charts for the chosen runs; 400 with {"error"} for a bad selection."""
+    """JSON: runs.charts for the chosen runs (with ?family=ID / ?chart=ID as for a sweep);
+    400 with {"error"} for a bad selection, 404 for an unknown family or chart."""
     try:
         runs = _selected_runs(request.GET)
     except _BadSelection as exc:
         return JsonResponse({"error": f"Cannot chart this selection: {exc}."}, status=400)
-    data = build_run_charts([run.pk for run in runs])
+    try:
+        data = build_run_charts([run.pk for run in runs], **_chart_choice(request.GET))
+    except UnknownChart as exc:
+        return JsonResponse({"error": str(exc)}, status=404)
     data["runs"] = [
         {"id": run.pk, "sweep": run.sweep_id, "sweep_name": run.sweep.name, "label": run.config_label}
         for run in runs

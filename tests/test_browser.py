@@ -151,6 +151,51 @@ def test_build_launch_watch_and_chart_a_sweep_in_the_browser(browser, operator, 
                .filter(d => d.kind === 'marker').flatMap(d => d.data.map(p => p.reason))"""
     )
     assert any("illegal instruction" in r for r in reasons)
+    # The other chart families are listed, not drawn, until opened; opening one fetches it
+    # (?family=) and draws exactly the datasets the server builds for it.
+    listed = sweep_charts(sweep.pk)["families"]
+    assert page.evaluate(
+        "() => [...document.querySelectorAll('#comparison-charts details.chart-family')].map(d => d.dataset.family)"
+    ) == [family["id"] for family in listed] == ["prompt_length", "latency"]
+    page.click("details.chart-family[data-family=latency] > summary")
+    page.wait_for_selector("details.chart-family[data-family=latency][data-ready=true]")
+    latency = sweep_charts(sweep.pk, family="latency")["charts"]
+    assert [c["id"] for c in latency] == [c["id"] for c in listed[1]["charts"]] and len(latency) == 3
+    drawn = page.evaluate(
+        """ids => ids.map(id => window.sweeplabCharts[id].data.datasets.map(
+               d => ({label: d.label, kind: d.kind, data: d.data})))""",
+        [c["id"] for c in latency],
+    )
+    for chart, datasets in zip(latency, drawn):
+        assert datasets == [{"label": d["label"], "kind": d["kind"], "data": d["data"]} for d in chart["datasets"]]
+    # The budget-8 crash is a marker there too, with its reason; no value of it is drawn.
+    assert any("illegal instruction" in m["reason"] for ds in drawn for d in ds if d["kind"] == "marker"
+               for m in d["data"])
+    assert page.evaluate("Object.keys(Chart.instances).length") == len(charts) + len(latency)
+    # A family of more charts than the page draws at once lists them, each fetched (?chart=)
+    # and drawn when opened.
+    import runs.charts
+
+    at_once, runs.charts.FAMILY_AT_ONCE = runs.charts.FAMILY_AT_ONCE, 2  # the live server is this process
+    try:
+        page.reload()
+        page.wait_for_selector("#comparison-charts[data-ready=true]")
+    finally:
+        runs.charts.FAMILY_AT_ONCE = at_once
+    one = latency[1]
+    page.click("details.chart-family[data-family=latency] > summary")
+    assert page.evaluate(
+        "() => [...document.querySelectorAll('details.chart-family[data-family=latency] details.chart-one')]"
+        ".map(d => [d.dataset.chart, d.querySelector('summary').textContent])"
+    ) == [[c["id"], c["title"]] for c in latency]
+    assert one["id"] not in page.evaluate("Object.keys(window.sweeplabCharts)")
+    page.click(f"details.chart-one[data-chart='{one['id']}'] > summary")
+    page.wait_for_selector(f"details.chart-one[data-chart='{one['id']}'][data-ready=true]")
+    assert page.evaluate(
+        "id => window.sweeplabCharts[id].data.datasets.map(d => ({label: d.label, kind: d.kind, data: d.data}))",
+        one["id"],
+    ) == [{"label": d["label"], "kind": d["kind"], "data": d["data"]} for d in one["datasets"]]
+    assert page.evaluate("Object.keys(Chart.instances).length") == len(charts) + 1
     # The points table: 9 points, sorted by decode speed (missing values last), filtered.
     page.wait_for_function("document.querySelectorAll('#points-table tr.point-row').length === 9")
     page.click("#points-table button[data-sort=decode_tok_s]")

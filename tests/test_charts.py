@@ -8,7 +8,7 @@ from django.core.management import call_command
 from django.urls import reverse
 
 from benchmarks.models import LLM, Engine, Host, Sweep, Workload
-from runs.charts import MARKER_STATUSES, build_charts, sweep_charts
+from runs.charts import FAMILIES, MARKER_STATUSES, UnknownChart, build_charts, every_chart, significant, sweep_charts
 from runs.models import Point, Run
 
 FAILURE_STATUSES = ("crashed", "skipped", "timeout", "not_run", "failed", "context_overflow")
@@ -88,19 +88,89 @@ def markers(chart):
     return {d["status"]: d["data"] for d in chart["datasets"] if d["kind"] == "marker"}
 
 
+def family(sweep_id, name):
+    """The charts of one on-demand family, by id."""
+    return charts_by_id(sweep_charts(sweep_id, family=name))
+
+
 def test_the_chart_list(sweep):
-    charts = charts_by_id(sweep_charts(sweep.pk))
-    assert set(charts) == {
-        "decode_tok_s", "speedup",
-        "decode_vs_prompt:long-context", "ttft_vs_prompt:long-context",
+    data = sweep_charts(sweep.pk)
+    # The overview is sent; the other families are listed, ids and titles, to be fetched.
+    assert data["family"] == "overview"
+    assert [c["id"] for c in data["charts"]] == [
+        "decode_tok_s", "speedup", "accept_length:fibonacci", "accept_length:long-context"]
+    assert {c["family"] for c in data["charts"]} == {"overview"}
+    listed = {f["id"]: [c["id"] for c in f["charts"]] for f in data["families"]}
+    assert listed == {
+        "prompt_length": ["decode_vs_prompt:long-context", "ttft_vs_prompt:long-context"],
+        "latency": ["latency:fibonacci", "latency:long-context 3000", "latency:long-context 8000"],
+    }
+    assert [f["title"] for f in data["families"]] == [FAMILIES["prompt_length"], FAMILIES["latency"]]
+    assert all(f["at_once"] for f in data["families"])  # small families: the page fetches them whole
+    # Nothing is hidden: every chart is in the overview or in a listed family, with the
+    # title it is listed under, and the family answer holds exactly the listed charts.
+    everything = every_chart(sweep_id=sweep.pk)
+    assert [c["id"] for c in everything] == [
+        "decode_tok_s", "speedup", "decode_vs_prompt:long-context", "ttft_vs_prompt:long-context",
         "latency:fibonacci", "latency:long-context 3000", "latency:long-context 8000",
         "accept_length:fibonacci", "accept_length:long-context",
-    }
-    for chart in charts.values():
+    ]
+    for entry in data["families"]:
+        fetched = sweep_charts(sweep.pk, family=entry["id"])
+        assert fetched["family"] == entry["id"]
+        assert [{"id": c["id"], "title": c["title"]} for c in fetched["charts"]] == entry["charts"]
+    for chart in everything:
         assert chart["title"] and chart["x"]["label"] and chart["y"]["label"]
         assert any(unit in chart["y"]["label"] for unit in ("tok/s", "ms", "tokens", "×"))
     # One concurrency level only: no throughput-against-concurrency chart.
-    assert not any(name.startswith("throughput_vs_concurrency") for name in charts)
+    assert not any(c["id"].startswith("throughput_vs_concurrency") for c in everything)
+
+
+def test_one_chart_or_one_family_on_demand_is_the_same_chart(sweep):
+    everything = {c["id"]: c for c in every_chart(sweep_id=sweep.pk)}
+    for chart_id, chart in everything.items():
+        one = sweep_charts(sweep.pk, chart=chart_id)
+        assert one["family"] is None and one["charts"] == [chart]
+        assert sweep_charts(sweep.pk, family=chart["family"])["charts"].count(chart) == 1
+    with pytest.raises(UnknownChart, match="no chart family “nope”"):
+        sweep_charts(sweep.pk, family="nope")
+    with pytest.raises(UnknownChart, match="no chart “latency:nowhere” here"):
+        sweep_charts(sweep.pk, chart="latency:nowhere")
+
+
+def test_a_family_of_many_charts_is_opened_one_chart_at_a_time(sweep, monkeypatch):
+    monkeypatch.setattr("runs.charts.FAMILY_AT_ONCE", 2)
+    at_once = {f["id"]: f["at_once"] for f in sweep_charts(sweep.pk)["families"]}
+    assert at_once == {"prompt_length": True, "latency": False}
+
+
+def test_configurations_are_described_once(sweep):
+    data = sweep_charts(sweep.pk)
+    configs = {c["config"]: c for c in data["configs"]}
+    run = Run.objects.get(sweep=sweep, position=4)
+    assert configs["ddtree budget=15 topk_cap=8 TP4"] == {
+        "config": "ddtree budget=15 topk_cap=8 TP4", "method": "ddtree", "tp": 4,
+        "params": {"budget": 15, "topk_cap": 8}, "run": run.pk, "sweep": sweep.pk,
+        "color": configs["ddtree budget=15 topk_cap=8 TP4"]["color"],
+    }
+    # A configuration's datasets carry its label and colours, not its identity again.
+    for chart in every_chart(sweep_id=sweep.pk):
+        for dataset in chart["datasets"]:
+            if dataset["kind"] == "value" and not chart["id"].startswith("accept_length"):
+                assert set(dataset) == {"kind", "type", "label", "data", "backgroundColor", "borderColor"}
+                assert dataset["backgroundColor"] == configs[dataset["label"]]["color"]
+
+
+def test_values_are_rounded_to_four_significant_digits(catalog):
+    assert significant(1234.5678) == 1235.0 and significant(0.000123456) == 0.0001235
+    assert significant(12.3456) == 12.35 and significant(None) is None and significant(40.0) == 40.0
+    sweep = make_sweep()
+    add_run(sweep, 0, "autoregressive", {}, 1, speed=30.0)  # TPOT 1000/30 = 33.333...
+    add_run(sweep, 1, "dflash", {"block_size": 16}, 1, speed=70.0)
+    assert values(family(sweep.pk, "latency")["latency:fibonacci"])["autoregressive TP1"] == [
+        33.33, 50.0, 30.0, 66.67]
+    assert values(charts_by_id(sweep_charts(sweep.pk))["speedup"])["dflash block_size=16 TP1"] == [
+        2.333, 2.333, 2.333]
 
 
 def test_decode_bars_per_configuration_with_failures_as_markers(sweep):
@@ -136,13 +206,13 @@ def test_every_failure_status_is_a_marker_never_a_value(catalog):
     sweep = make_sweep()
     add_run(sweep, 0, "autoregressive", {}, 1, statuses=dict(enumerate(FAILURE_STATUSES[:3])))
     add_run(sweep, 1, "dflash", {"block_size": 16}, 1, statuses=dict(enumerate(FAILURE_STATUSES[3:])))
-    data = sweep_charts(sweep.pk)
-    for chart in data["charts"]:
+    charts = every_chart(sweep_id=sweep.pk)
+    for chart in charts:
         for dataset in chart["datasets"]:
             if dataset["kind"] == "value":
                 ys = [d["y"] if isinstance(d, dict) else d for d in dataset["data"]]
                 assert all(y is None for y in ys), (chart["id"], dataset["label"])
-    chart = charts_by_id(data)["decode_tok_s"]
+    chart = charts_by_id({"charts": charts})["decode_tok_s"]
     assert set(markers(chart)) == set(FAILURE_STATUSES)
     assert set(markers(chart)) <= set(MARKER_STATUSES)
 
@@ -169,7 +239,7 @@ def test_speedup_against_autoregressive_at_the_same_tp_and_point(sweep):
 
 
 def test_lines_against_prompt_length(sweep):
-    charts = charts_by_id(sweep_charts(sweep.pk))
+    charts = family(sweep.pk, "prompt_length")
     decode = charts["decode_vs_prompt:long-context"]
     assert decode["type"] == "line" and decode["x"]["type"] == "linear"
     lines = values(decode)
@@ -181,7 +251,7 @@ def test_lines_against_prompt_length(sweep):
 
 
 def test_latency_grouped_bars(sweep):
-    chart = charts_by_id(sweep_charts(sweep.pk))["latency:long-context 3000"]
+    chart = family(sweep.pk, "latency")["latency:long-context 3000"]
     assert chart["labels"] == ["TPOT median", "TPOT p99", "ITL median", "ITL p99"]
     bars = values(chart)
     assert bars["autoregressive TP1"] == [20.0, 30.0, 18.0, 40.0]
@@ -202,10 +272,12 @@ def test_accept_length_against_the_speculative_parameter(sweep):
 
 def test_colours_are_consistent_per_configuration_and_method(sweep):
     colours = {}
-    for chart in sweep_charts(sweep.pk)["charts"]:
+    configs = {c["config"] for c in sweep_charts(sweep.pk)["configs"]}
+    for chart in every_chart(sweep_id=sweep.pk):
         for dataset in chart["datasets"]:
-            if dataset["kind"] == "value" and "config" in dataset:
-                colours.setdefault(dataset["config"], set()).add(dataset["backgroundColor"])
+            if dataset["kind"] == "value" and dataset["label"] in configs:
+                colours.setdefault(dataset["label"], set()).add(dataset["backgroundColor"])
+    assert set(colours) == configs
     assert all(len(found) == 1 for found in colours.values())
     hues = {config: next(iter(found)).split(",")[0] for config, found in colours.items()}
     assert hues["ddtree budget=8 topk_cap=8 TP4"] == hues["ddtree budget=32 topk_cap=8 TP4"]
@@ -217,7 +289,10 @@ def test_throughput_against_concurrency_when_several_levels(catalog):
     sweep = make_sweep()
     add_run(sweep, 0, "autoregressive", {}, 1, speed=50.0, concurrencies=(1, 4))
     add_run(sweep, 1, "dflash", {"block_size": 16}, 1, speed=100.0, concurrencies=(1, 4), statuses={0: "timeout"})
-    charts = charts_by_id(sweep_charts(sweep.pk))
+    charts = charts_by_id({"charts": every_chart(sweep_id=sweep.pk)})
+    assert [c["id"] for c in family(sweep.pk, "concurrency").values()] == [
+        "throughput_vs_concurrency:fibonacci", "throughput_vs_concurrency:long-context 3000",
+        "throughput_vs_concurrency:long-context 8000"]
     chart = charts["throughput_vs_concurrency:fibonacci"]
     lines = values(chart)
     assert lines["autoregressive TP1"] == [{"x": 1, "y": 45.0}, {"x": 4, "y": 180.0}]
@@ -269,6 +344,10 @@ def test_constant_query_count(catalog, ddtree_runs, django_assert_num_queries):
     with django_assert_num_queries(2):
         data = sweep_charts(sweep.pk)
     assert len(values(charts_by_id(data)["decode_tok_s"])) == ddtree_runs + 1
+    for choice in ({"family": "latency"}, {"family": "prompt_length"}, {"chart": "latency:fibonacci"}):
+        with django_assert_num_queries(2):
+            data = sweep_charts(sweep.pk, **choice)
+        assert len(values(data["charts"][0])) == ddtree_runs + 1
 
 
 def a_viewer():
@@ -278,17 +357,43 @@ def a_viewer():
 
 
 @pytest.mark.parametrize("ddtree_runs", [1, 9])
-def test_the_view_is_constant_in_queries(catalog, client, ddtree_runs, django_assert_max_num_queries):
+def test_the_view_is_constant_in_queries(catalog, client, ddtree_runs, django_assert_num_queries):
     sweep = make_sweep()
-    add_run(sweep, 0, "autoregressive", {}, 4, speed=80.0)
+    add_run(sweep, 0, "autoregressive", {}, 4, speed=80.0, concurrencies=(1, 4))
     for i in range(ddtree_runs):
-        add_run(sweep, i + 1, "ddtree", {"budget": 8 + i, "topk_cap": 8}, 4, speed=100.0 + i)
+        add_run(sweep, i + 1, "ddtree", {"budget": 8 + i, "topk_cap": 8}, 4, speed=100.0 + i, concurrencies=(1, 4))
     client.force_login(a_viewer())
-    # Session, user, the sweep, its runs, their points.
-    with django_assert_max_num_queries(5):
-        response = client.get(reverse("sweep-charts", args=[sweep.pk]))
+    url = reverse("sweep-charts", args=[sweep.pk])
+    client.get(url)  # the session's first request
+    # Session, user, the sweep, its runs, their points: the same for every variant.
+    with django_assert_num_queries(5):
+        response = client.get(url)
     assert response.status_code == 200
     assert len(values(charts_by_id(response.json())["decode_tok_s"])) == ddtree_runs + 1
+    listed = {f["id"]: [c["id"] for c in f["charts"]] for f in response.json()["families"]}
+    assert set(listed) == set(FAMILIES)
+    for query in ({"family": name} for name in FAMILIES):
+        with django_assert_num_queries(5):
+            response = client.get(url, query)
+        assert response.status_code == 200
+        assert [c["id"] for c in response.json()["charts"]] == listed[query["family"]]
+        assert all(len(values(c)) == ddtree_runs + 1 for c in response.json()["charts"])
+    with django_assert_num_queries(5):
+        response = client.get(url, {"chart": "latency:long-context 8000 c4"})
+    assert response.status_code == 200
+    chart = response.json()["charts"][0]
+    assert chart["id"] == "latency:long-context 8000 c4" and len(values(chart)) == ddtree_runs + 1
+
+
+def test_the_view_answers_404_for_an_unknown_family_or_chart(sweep, client):
+    client.force_login(a_viewer())
+    url = reverse("sweep-charts", args=[sweep.pk])
+    response = client.get(url, {"family": "nope"})
+    assert response.status_code == 404 and "no chart family “nope”" in response.json()["error"]
+    response = client.get(url, {"chart": "latency:nowhere"})
+    assert response.status_code == 404 and response.json() == {"error": "no chart “latency:nowhere” here"}
+    response = client.get(url, {"chart": "latency:fibonacci"})
+    assert [c["id"] for c in response.json()["charts"]] == ["latency:fibonacci"]
 
 
 def test_the_view_requires_login(sweep, client):

@@ -61,10 +61,30 @@ def test_the_endpoint_charts_runs_of_two_sweeps_side_by_side(two_sweeps, viewer,
         f"#{old.pk} autoregressive TP1": [50.0, 45.0, 40.0],
         f"#{old.pk} ddtree budget=15 topk_cap=8 TP1": [120.0, 108.0, None],
     }
-    assert [d["sweep"] for d in decode["datasets"] if d["kind"] == "value"] == [new.pk, old.pk, old.pk]
+    configs = {c["config"]: c for c in data["configs"]}
+    assert [configs[d["label"]]["sweep"] for d in decode["datasets"] if d["kind"] == "value"] == [new.pk, old.pk, old.pk]
+    assert [c["run"] for c in data["configs"]] == [runs["new_ar"].pk, runs["old_ar"].pk, runs["old_dd"].pk]
     crashed = [d for d in decode["datasets"] if d.get("status") == "crashed"]
     assert [m["config"] for m in crashed[0]["data"]] == [f"#{old.pk} ddtree budget=15 topk_cap=8 TP1"]
     assert "speedup" in charts_by_id(data)
+    # The on-demand families of a selection: listed here, fetched with ?family= or ?chart=.
+    listed = {f["id"]: [c["id"] for c in f["charts"]] for f in data["families"]}
+    assert listed["latency"] == ["latency:fibonacci", "latency:long-context 3000", "latency:long-context 8000"]
+    response = client.get(data_url(runs["new_ar"], runs["old_ar"], runs["old_dd"]) + "&family=latency")
+    assert response.status_code == 200 and response.json()["runs"] == data["runs"]
+    latency = charts_by_id(response.json())
+    assert list(latency) == listed["latency"]
+    assert values(latency["latency:long-context 8000"]) == {
+        f"#{new.pk} autoregressive TP1": [16.67, 25.0, 15.0, 33.33],
+        f"#{old.pk} autoregressive TP1": [20.0, 30.0, 18.0, 40.0],
+        f"#{old.pk} ddtree budget=15 topk_cap=8 TP1": [None, None, None, None],
+    }
+    assert {m["config"] for d in latency["latency:long-context 8000"]["datasets"] if d["kind"] == "marker"
+            for m in d["data"]} == {f"#{old.pk} ddtree budget=15 topk_cap=8 TP1"}
+    response = client.get(data_url(runs["old_ar"]) + "&chart=ttft_vs_prompt:long-context")
+    assert [c["id"] for c in response.json()["charts"]] == ["ttft_vs_prompt:long-context"]
+    response = client.get(data_url(runs["old_ar"]) + "&family=nope")
+    assert response.status_code == 404 and "no chart family" in response.json()["error"]
 
 
 def test_runs_of_one_sweep_keep_their_plain_labels_and_two_attempts_are_told_apart(two_sweeps):
@@ -148,6 +168,10 @@ def test_the_endpoint_uses_a_constant_number_of_queries(catalog, viewer, client,
     with django_assert_num_queries(5):
         data = client.get(url).json()
     assert len(values(charts_by_id(data)["decode_tok_s"])) == count
+    for query in ("&family=latency", "&family=prompt_length", "&chart=latency:fibonacci"):
+        with django_assert_num_queries(5):
+            data = client.get(url + query).json()
+        assert data["charts"] and all(len(values(chart)) == count for chart in data["charts"])
 
 
 def test_the_compare_page_links_to_charts_of_the_compared_runs(two_sweeps, viewer, client):

@@ -26,10 +26,12 @@ def ui_scale():
 
 
 def expected_endpoints():
-    names = ["sweep detail page (HTML)", "progress.json", "charts.json", "history.json", "history page (HTML)"]
+    names = ["sweep detail page (HTML)", "progress.json", "charts.json",
+             "charts.json ?family=prompt_length", "charts.json ?family=latency", "charts.json ?family=concurrency",
+             "charts.json ?chart=<latency>", "history.json", "history page (HTML)"]
     try:
         reverse("sweep-points-table", args=[1])
-        names.insert(3, "points-table.json")
+        names.insert(7, "points-table.json")
     except NoReverseMatch:
         pass
     return names
