@@ -95,7 +95,7 @@ def sweep_detail(request, sweep_id):
             "points_finished": progress["done"],
             "progress_pct": progress["pct"],
             "spec_yaml": dump_yaml(sweep.spec),
-            "chart_height_px": 90 + 22 * len(runs),
+            "chart_height_px": 140 + 24 * len(runs),  # title, axis and legend, then a bar per run
             "status_chart": {
                 "labels": [run.config_label for run in runs],
                 "datasets": [
