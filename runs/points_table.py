@@ -24,6 +24,7 @@ DEFAULT_SORT = "run"
 # The measured columns the table shows and sorts by (runs.metrics.FIELDS names).
 METRIC_COLUMNS = (
     "decode_tok_s",
+    "server_decode_tok_s",  # the server's own count, beside ours, where it reports one
     "output_throughput",
     "median_ttft_ms",
     "p99_ttft_ms",

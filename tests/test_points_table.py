@@ -257,3 +257,12 @@ def test_points_table_js_never_inserts_html():
     for name in ("js/points_table.js", "js/sweep_live.js"):
         source = Path(finders.find(name)).read_text()
         assert "innerHTML" not in source and "insertAdjacentHTML" not in source, name
+
+
+def test_it_shows_the_servers_own_decode_speed_beside_ours(sweep, viewer, client):
+    point = Point.objects.filter(run__sweep=sweep, status="ok").order_by("run__position", "position").first()
+    Point.objects.filter(pk=point.pk).update(server_decode_tok_s=53.7)
+    client.force_login(viewer)
+    rows = table(client, sweep, sort="-server_decode_tok_s").json()["rows"]
+    assert (rows[0]["id"], rows[0]["decode_tok_s"], rows[0]["server_decode_tok_s"]) == (point.pk, 50.0, 53.7)
+    assert all(row["server_decode_tok_s"] is None for row in rows[1:])

@@ -18,6 +18,7 @@
     { sort: "concurrency", label: "Concurrency", num: true, cell: function (r) { return String(r.concurrency); } },
     { sort: "status", label: "Status", cell: statusCell },
     { sort: "decode_tok_s", label: "Decode (tok/s)", metric: true, higher: true },
+    { sort: "server_decode_tok_s", label: "Server's decode (tok/s)", metric: true, higher: true },
     { sort: "output_throughput", label: "Output (tok/s)", metric: true, higher: true },
     { sort: "median_ttft_ms", label: "TTFT median (ms)", metric: true },
     { sort: "p99_ttft_ms", label: "TTFT p99 (ms)", metric: true },
