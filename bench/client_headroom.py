@@ -5,7 +5,7 @@ The stub server (bench/stub_server.py) runs with zero delays, pinned to its own 
 each request asks for 256 output tokens (one token per SSE chunk, the final usage chunk
 as vLLM sends it).  At concurrency 64 and 256, this script runs:
 
-* ours: runs.loadgen closed loop (pinned to another core), ``output_throughput`` and its
+* ours: sweepcore.loadgen closed loop (pinned to another core), ``output_throughput`` and its
   own CPU share / ``client_bound`` flag;
 * guidellm (``pip install guidellm`` into var/bench-venvs/guidellm), ``--profile
   concurrent``, its ``output_tokens_per_second`` (mean);
@@ -208,7 +208,7 @@ def run_peer(cmd: list, timeout: int, cwd: Path, core: int | None = None) -> tup
 
 
 
-from runs.loadgen import LoadConfig, run_load_sync  # noqa: E402
+from sweepcore.loadgen import LoadConfig, run_load_sync  # noqa: E402
 
 OUT_TOKENS = 256
 

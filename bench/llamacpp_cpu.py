@@ -89,11 +89,11 @@ def server_cases(thread_counts, repeat):
     import socket
     import time
 
-    from runs import loadgen
-    from runs.engines import get_adapter
-    from runs.engines.llamacpp import parse_perf
     from runs.management.commands.seed_demo import smollm2_path
-    from runs.prompts import FIBONACCI_PROMPT
+    from sweepcore import loadgen
+    from sweepcore.engines import get_adapter
+    from sweepcore.engines.llamacpp import parse_perf
+    from sweepcore.prompts import FIBONACCI_PROMPT
 
     adapter = get_adapter("llamacpp")
     rows = []

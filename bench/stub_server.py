@@ -127,7 +127,7 @@ class Options:
 
 
 def overflow_answer(style: str, n: int, m: int, limit: int) -> tuple[int, bytes] | None:
-    """The real servers' too-long answers (texts from their sources, see runs.loadgen)."""
+    """The real servers' too-long answers (texts from their sources, see sweepcore.loadgen)."""
     total = n + m
     if style == "vllm":
         if total <= limit:

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from client_headroom import Stub, cores, ensure_tokenizer, ensure_venv, pin_self, run_peer
 
-from runs.loadgen import LoadConfig, run_load_sync
+from sweepcore.loadgen import LoadConfig, run_load_sync
 
 TTFT_MS, ITL_MS = 100.0, 10.0
 

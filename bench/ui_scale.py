@@ -123,7 +123,7 @@ def accept_length(method, params):
 
 def point_metrics(rng, method, params, tp, prompt_tokens, concurrency, requests, slowdown=1.0):
     """Plausible aggregates of an ok point (every metric column filled)."""
-    from runs.models import LATENCY_STATISTICS
+    from sweepcore.metrics import STATS as LATENCY_STATISTICS
 
     base = {1: 28.0, 2: 50.0, 4: 90.0, 8: 150.0}[tp]
     accept = accept_length(method, params)
@@ -215,8 +215,8 @@ class Seeder:
         ``configs``: (method, params, tp, attempt). With ``running``, the last runs are
         still planned and one is half-way through its points."""
         from benchmarks.models import Sweep, SweepStatus
-        from benchmarks.plan import canonical_params
         from runs.models import Point, PointStatus, RequestRecord, Run, RunEvent, RunStatus, TelemetrySample
+        from sweepcore.plan import canonical_params
 
         rng = self.rng
         sweep = Sweep.objects.create(
@@ -473,13 +473,13 @@ def endpoints(seeded, sweep=None):
 
 
 def chart_family_endpoints(sweep):
-    """charts.json of each on-demand family (runs.charts.FAMILIES) and of one latency chart
+    """charts.json of each on-demand family (runs.results.charts.FAMILIES) and of one latency chart
     (the first the overview lists), as the page fetches them when they are opened."""
     from urllib.parse import urlencode
 
     from django.urls import reverse
 
-    from runs.charts import FAMILIES, sweep_charts
+    from runs.results.charts import FAMILIES, sweep_charts
 
     url = reverse("sweep-charts", args=[sweep.pk])
     out = [(f"charts.json ?family={name}", f"{url}?{urlencode({'family': name})}") for name in FAMILIES]

@@ -1,9 +1,9 @@
 """The database side of specs and plans: the catalog a spec is checked against and the
-quarantines a plan honours, as the pure types of benchmarks.spec and benchmarks.plan."""
+quarantines a plan honours, as the pure types of sweepcore.spec and sweepcore.plan."""
 
 from benchmarks.models import LLM, Engine, Host, KnownFailure, Workload
-from benchmarks.plan import Quarantine
-from benchmarks.spec import Catalog, EngineInfo, HostInfo, ModelInfo, WorkloadInfo
+from sweepcore.plan import Quarantine
+from sweepcore.spec import Catalog, EngineInfo, HostInfo, ModelInfo, WorkloadInfo
 
 
 def load_catalog():

@@ -7,7 +7,7 @@ from django.db import models
 from django.db.models import Q
 from django.urls import reverse
 
-from benchmarks.plan import canonical_params
+from sweepcore.plan import canonical_params
 from sweeplab.celery import host_queue
 
 
@@ -23,7 +23,7 @@ class Method(models.TextChoices):
     DFLASH = "dflash", "DFlash (linear speculation)"
     DDTREE = "ddtree", "DDTree (tree speculation)"
     PROMPT_LOOKUP = "prompt-lookup", "Prompt lookup"
-    # Imported results only (runs.importers): speculative decoding whose algorithm has no
+    # Imported results only (sweepcore.importers): speculative decoding whose algorithm has no
     # method of its own here (EAGLE, MTP, n-gram ...) or that the file does not name.
     SPECULATIVE = "speculative", "Speculative (other or unnamed algorithm)"
 
@@ -176,7 +176,7 @@ class SweepSource(models.TextChoices):
 
 class Sweep(models.Model):
     name = models.CharField(max_length=200)
-    # The validated spec (benchmarks.spec), normalised; it round-trips to YAML.
+    # The validated spec (sweepcore.spec), normalised; it round-trips to YAML.
     spec = models.JSONField()
     host = models.ForeignKey(Host, on_delete=models.PROTECT, related_name="sweeps")
     engine = models.ForeignKey(Engine, on_delete=models.PROTECT, related_name="sweeps")

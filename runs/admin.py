@@ -8,15 +8,25 @@ from django.db.models import Count, Q
 from django.http import HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import reverse
-from django.utils.functional import cached_property
 from django.utils import timezone
+from django.utils.functional import cached_property
 from django.utils.html import format_html, format_html_join
 
 from benchmarks.models import KnownFailure, Sweep
 from runs import curation
-from runs.models import (ApiToken, CurationEvent, CurationTarget, Point, PointStatus, RequestRecord, Run, RunEvent,
-                         TelemetrySample)
-from runs.sweeps import SweepStateError
+from runs.lifecycle import SweepStateError
+from runs.models import (
+    ApiToken,
+    CurationEvent,
+    CurationTarget,
+    Point,
+    PointStatus,
+    RequestRecord,
+    Run,
+    RunEvent,
+    TelemetrySample,
+)
+from runs.results.exports import export_response
 
 CURATION_FIELDS = ("excluded", "exclude_reason", "is_baseline", "notes")
 ESTIMATE_ABOVE_ROWS = 10_000
@@ -140,13 +150,12 @@ POINTS_OF = {Run: "run_id__in", Point: "pk__in", Sweep: "run__sweep_id__in"}
 @admin.action(description="Export the selection's points as CSV")
 def export_csv(modeladmin, request, queryset):
     """The sweep page's points.csv, for the points of the selected runs, points or sweeps."""
-    from runs.views import _export
 
     opts = modeladmin.model._meta
     ids = list(queryset.values_list("pk", flat=True))
     points = Q(**{POINTS_OF[modeladmin.model]: ids})
     count = Point.objects.filter(points).count()
-    response = _export("points.csv", points, f"{opts.model_name}s-selection", {})
+    response = export_response("points.csv", points, f"{opts.model_name}s-selection", {})
     noun = opts.verbose_name if len(ids) == 1 else opts.verbose_name_plural
     modeladmin.message_user(request, f"Exported {count} point(s) of {len(ids)} {noun} as CSV.", messages.SUCCESS)
     return response

@@ -26,10 +26,12 @@ from ninja.security import HttpBearer, SessionAuth
 
 from benchmarks.catalog import load_catalog
 from benchmarks.models import Sweep
-from benchmarks.spec import SpecError, load_yaml, validate
+from runs.lifecycle import SweepStateError, cancel_sweep, create_sweep, launch_sweep, plan_spec, resume_sweep
 from runs.models import ApiToken, Point, RequestRecord, Run
+from runs.results.exports import EXPORT_KINDS, export_response
 from runs.roles import NO_ROLE, can_read, has_role
-from runs.sweeps import SweepStateError, cancel_sweep, create_sweep, launch_sweep, plan_spec, resume_sweep
+from sweepcore import metrics
+from sweepcore.spec import SpecError, load_yaml, validate
 
 TOKEN_PREFIX = "swl_"
 LAST_USED_RESOLUTION = timedelta(minutes=1)  # last_used_at is written at most this often
@@ -329,12 +331,11 @@ EXPORT_RESPONSES = {
 def export(request, sweep_id: ID, kind: str):
     """``kind``: points.csv, points.json (the points with their configuration) or
     requests.jsonl (the raw request records); the same files as the sweep page's."""
-    from runs.views import EXPORT_KINDS, _export
 
     if kind not in EXPORT_KINDS:
         raise HttpError(404, f"no export {kind!r}: expected one of {', '.join(EXPORT_KINDS)}")
     sweep = get_object_or_404(Sweep.objects.only("pk"), pk=sweep_id)
-    return _export(kind, Q(run__sweep_id=sweep.pk), f"sweep-{sweep.pk}", {"sweep": sweep.pk})
+    return export_response(kind, Q(run__sweep_id=sweep.pk), f"sweep-{sweep.pk}", {"sweep": sweep.pk})
 
 
 # --- runs, points, request records -------------------------------------------------------
@@ -412,9 +413,7 @@ def get_run(request, run_id: ID):
 
 
 def _point_schema():
-    from runs.views import EXPORT_METRIC_COLUMNS
-
-    fields = {name: (float | None, None) for name in EXPORT_METRIC_COLUMNS}
+    fields = {name: (float | None, None) for name in metrics.FIELDS}
     for name in ("completed", "failed", "total_input_tokens", "total_output_tokens"):
         fields[name] = (int | None, None)
     return fields
@@ -522,9 +521,7 @@ class RequestRecordList(Schema):
 
 
 def request_values():
-    from runs.views import REQUEST_RECORD_FIELDS
-
-    return ("id", "point_id", *REQUEST_RECORD_FIELDS)
+    return ("id", "point_id", *metrics.REQUEST_FIELDS)
 
 
 def request_out(row):
@@ -609,8 +606,8 @@ def import_results(request, file: File[UploadedFile], fields: Form[ImportFields]
     200: the same file was imported before (nothing stored); 400: the line and field that
     is wrong, or the unknown host / model, and nothing stored."""
     from runs.forms import IMPORT_MAX_BYTES
-    from runs.importers import ImportRefused
     from runs.imports import import_file
+    from sweepcore.importers import ImportRefused
 
     require(request, "benchmarks.add_sweep", "import results")
     if file.size > IMPORT_MAX_BYTES:

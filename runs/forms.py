@@ -1,7 +1,7 @@
 from django import forms
 
 from benchmarks.models import LLM, Engine, Host, Workload
-from runs.importers import FORMAT_DESCRIPTIONS, FORMATS
+from sweepcore.importers import FORMAT_DESCRIPTIONS, FORMATS
 
 IMPORT_MAX_BYTES = 64 << 20
 

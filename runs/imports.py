@@ -1,10 +1,10 @@
-"""Storing an imported benchmark result file (runs.importers parses it) as a sweep.
+"""Storing an imported benchmark result file (sweepcore.importers parses it) as a sweep.
 
 ``import_file(name, data, fmt, host, model, user)`` is the one entry point, for the
 ``import_results`` command and for a view (an upload form or the API): it takes the file's
 name and bytes, stores everything in one transaction and returns an :class:`ImportResult`.
-Anything wrong -- the file (:class:`runs.importers.ImportFileError`) or the catalog
-(:class:`CatalogError`) -- raises a :class:`runs.importers.ImportRefused` with a one-line
+Anything wrong -- the file (:class:`sweepcore.importers.ImportFileError`) or the catalog
+(:class:`CatalogError`) -- raises a :class:`sweepcore.importers.ImportRefused` with a one-line
 message, and nothing is stored.
 
 What is stored
@@ -56,10 +56,10 @@ from benchmarks.models import (
     Workload,
     WorkloadKind,
 )
-from benchmarks.plan import canonical_params
-from runs import importers
-from runs.importers import ImportRefused
 from runs.models import Point, PointStatus, RequestRecord, Run, RunEvent, RunEventKind, RunStatus
+from sweepcore import importers
+from sweepcore.importers import ImportRefused
+from sweepcore.plan import canonical_params
 
 
 class CatalogError(ImportRefused):
@@ -184,7 +184,7 @@ def import_file(name, data, fmt=None, host=None, model=None, user=None, engine=N
     """Import one result file (see the module docstring); returns an ImportResult.
 
     ``name``: the file's name as the user knows it (a basename is stored); ``data``: its
-    bytes; ``fmt``: one of runs.importers.FORMATS, or None to detect it; ``host``,
+    bytes; ``fmt``: one of sweepcore.importers.FORMATS, or None to detect it; ``host``,
     ``model``, ``engine``: catalog names; ``user``: the sweep's owner; ``tp``: the TP when
     the file does not say; ``workload``: a workload name instead of the file's dataset.
     Raises ImportRefused (ImportFileError, CatalogError) with a one-line message.
@@ -322,7 +322,7 @@ POINT_METRIC_COLUMNS = {
 
 
 def _errors(point):
-    """``{kind: {"count", "example"}}`` from the request records, as runs.metrics does."""
+    """``{kind: {"count", "example"}}`` from the request records, as sweepcore.metrics does."""
     out = {}
     for r in point.requests:
         if not r.error_kind:

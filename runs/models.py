@@ -10,7 +10,8 @@ from django.db.models import Q
 from django.utils import timezone
 
 from benchmarks.models import FailureKind, KnownFailure, Method, Sweep, Workload
-from benchmarks.plan import canonical_params
+from sweepcore.metrics import LATENCY_FIELDS
+from sweepcore.plan import canonical_params
 
 
 class RunStatus(models.TextChoices):
@@ -120,11 +121,6 @@ class Run(Curated):
         super().save(*args, **kwargs)
 
 
-LATENCY_METRICS = ("ttft", "tpot", "itl", "e2el")
-LATENCY_STATISTICS = ("mean", "median", "std", "p90", "p99")
-LATENCY_FIELDS = tuple(f"{s}_{m}_ms" for m in LATENCY_METRICS for s in LATENCY_STATISTICS)
-
-
 class Point(Curated):
     """One measurement of a run: a workload at a prompt length and a concurrency."""
 
@@ -144,7 +140,7 @@ class Point(Curated):
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
 
-    # Aggregates, named as `vllm bench serve` names them (runs.metrics defines them).
+    # Aggregates, named as `vllm bench serve` names them (sweepcore.metrics defines them).
     completed = models.PositiveIntegerField(null=True, blank=True)
     failed = models.PositiveIntegerField(null=True, blank=True)
     duration = models.FloatField(null=True, blank=True, help_text="Wall seconds.")

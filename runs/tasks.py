@@ -39,8 +39,8 @@ def execute_run(self, run_id):
     A resumed run whose previous worker died still shows that worker's last heartbeat:
     try again once it is stale. A run driven by a live worker keeps its heartbeat fresh,
     so the retries give up and nothing runs twice."""
-    from runs.executor import execute_run as drive
-    from runs.executor import seconds_until_stale
+    from runs.worker.executor import execute_run as drive
+    from runs.worker.executor import seconds_until_stale
 
     worker = f"{self.request.hostname or 'worker'}:{os.getpid()}"
     status = drive(run_id, worker_id=worker)
@@ -57,7 +57,7 @@ def start_sweep_after(self, sweep_id, after_sweep_id):
     that share one machine (the demo's simulated host and its CPU host) would measure each
     other. Sent to the other sweep's host queue, behind that sweep's runs; gives up waiting
     after an hour."""
-    from runs.sweeps import enqueue_after, enqueue_queued_runs
+    from runs.lifecycle import enqueue_after, enqueue_queued_runs
 
     if self.request.retries >= self.max_retries:
         return enqueue_queued_runs(sweep_id)

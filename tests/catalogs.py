@@ -1,6 +1,6 @@
 """The demo catalog as the pure types specs and plans are checked against (no DB)."""
 
-from benchmarks.spec import Catalog, EngineInfo, HostInfo, ModelInfo, WorkloadInfo
+from sweepcore.spec import Catalog, EngineInfo, HostInfo, ModelInfo, WorkloadInfo
 
 
 def demo_catalog():

@@ -14,7 +14,8 @@ from django.utils import timezone
 
 from benchmarks.models import Sweep
 from runs.api import hash_token, new_token
-from runs.models import ApiToken, LATENCY_FIELDS, Point, RequestRecord, Run
+from runs.models import ApiToken, Point, RequestRecord, Run
+from sweepcore.metrics import LATENCY_FIELDS
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "qwen3.6-27b-sm120.yaml"
 SMALL = {
@@ -181,7 +182,7 @@ def test_create_from_yaml_or_json_with_the_cli_messages(catalog, client):
         {"path": "methods[2].ddtree.budget", "message": "expected a list of positive integers, got '8,12'"}]}
     # The CLI (sweep validate) says exactly the same.
     from benchmarks.catalog import load_catalog
-    from benchmarks.spec import SpecError, load_yaml, validate
+    from sweepcore.spec import SpecError, load_yaml, validate
 
     with pytest.raises(SpecError) as cli:
         validate(load_yaml(bad), load_catalog())

@@ -12,8 +12,8 @@ from django.contrib.auth.models import Group, User
 from django.core.management import call_command
 
 from benchmarks.models import Engine, Sweep
-from runs.charts import sweep_charts
 from runs.models import Point, PointStatus, Run
+from runs.results.charts import sweep_charts
 from tests.processes import celery_worker, simengine_pids, wait_for
 
 CHROMIUM = "/usr/bin/chromium"
@@ -174,14 +174,14 @@ def test_build_launch_watch_and_chart_a_sweep_in_the_browser(browser, operator, 
     assert page.evaluate("Object.keys(Chart.instances).length") == len(charts) + len(latency)
     # A family of more charts than the page draws at once lists them, each fetched (?chart=)
     # and drawn when opened.
-    import runs.charts
+    import runs.results.charts
 
-    at_once, runs.charts.FAMILY_AT_ONCE = runs.charts.FAMILY_AT_ONCE, 2  # the live server is this process
+    at_once, runs.results.charts.FAMILY_AT_ONCE = runs.results.charts.FAMILY_AT_ONCE, 2  # the live server is this process
     try:
         page.reload()
         page.wait_for_selector("#comparison-charts[data-ready=true]")
     finally:
-        runs.charts.FAMILY_AT_ONCE = at_once
+        runs.results.charts.FAMILY_AT_ONCE = at_once
     one = latency[1]
     page.click("details.chart-family[data-family=latency] > summary")
     assert page.evaluate(
@@ -277,8 +277,8 @@ def test_a_real_llama_cpp_sweep_in_the_browser(browser, operator, live_server, t
     """The demo's real half, small: llama.cpp on this CPU, watched and charted in the
     browser. Its pictures open the README."""
     from benchmarks.catalog import load_catalog
-    from benchmarks.spec import validate
-    from runs.sweeps import create_sweep, launch_sweep
+    from runs.lifecycle import create_sweep, launch_sweep
+    from sweepcore.spec import validate
     from tests.processes import llamacpp_pids
 
     before = llamacpp_pids()

@@ -88,8 +88,8 @@ def test_clone_fills_the_builder_with_an_existing_sweep(demo, client):
 
 def test_a_draft_is_launched_from_its_page_by_an_operator_only(demo, client):
     from benchmarks.catalog import load_catalog
-    from benchmarks.spec import load_spec_file
-    from runs.sweeps import create_sweep
+    from runs.lifecycle import create_sweep
+    from sweepcore.spec import load_spec_file
 
     sweep, _ = create_sweep(load_spec_file(EXAMPLE, load_catalog()))
     client.force_login(user_in("viewer"))
@@ -111,7 +111,7 @@ def test_a_draft_is_launched_from_its_page_by_an_operator_only(demo, client):
 
 import json  # noqa: E402
 
-from benchmarks.spec import load_yaml  # noqa: E402
+from sweepcore.spec import load_yaml  # noqa: E402
 
 SMALL = {
     "name": "form-made",

@@ -8,8 +8,16 @@ from django.core.management import call_command
 from django.urls import reverse
 
 from benchmarks.models import LLM, Engine, Host, Sweep, Workload
-from runs.charts import FAMILIES, MARKER_STATUSES, UnknownChart, build_charts, every_chart, significant, sweep_charts
 from runs.models import Point, Run
+from runs.results.charts import (
+    FAMILIES,
+    MARKER_STATUSES,
+    UnknownChart,
+    build_charts,
+    every_chart,
+    significant,
+    sweep_charts,
+)
 
 FAILURE_STATUSES = ("crashed", "skipped", "timeout", "not_run", "failed", "context_overflow")
 
@@ -139,7 +147,7 @@ def test_one_chart_or_one_family_on_demand_is_the_same_chart(sweep):
 
 
 def test_a_family_of_many_charts_is_opened_one_chart_at_a_time(sweep, monkeypatch):
-    monkeypatch.setattr("runs.charts.FAMILY_AT_ONCE", 2)
+    monkeypatch.setattr("runs.results.charts.FAMILY_AT_ONCE", 2)
     at_once = {f["id"]: f["at_once"] for f in sweep_charts(sweep.pk)["families"]}
     assert at_once == {"prompt_length": True, "latency": False}
 

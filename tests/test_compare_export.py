@@ -9,10 +9,10 @@ from django.core.management import call_command
 from django.urls import reverse
 
 from benchmarks.models import LLM, Engine, Host, Sweep, Workload
-from runs import compare as compare_lib
-from runs.metrics import higher_is_better
-from runs.models import LATENCY_FIELDS, Point, RequestRecord, Run
-from runs.views import EXPORT_COLUMNS
+from runs.models import Point, RequestRecord, Run
+from runs.results import compare as compare_lib
+from runs.results.exports import EXPORT_COLUMNS
+from sweepcore.metrics import LATENCY_FIELDS, higher_is_better
 
 
 @pytest.fixture
@@ -53,7 +53,7 @@ def make_sweep(name, configs, points_per_run=2, decode=100.0, requests_per_point
 CONFIGS = [("autoregressive", {}, 1), ("ddtree", {"budget": 8, "topk_cap": 8}, 1)]
 
 
-# --- runs.compare, pure -------------------------------------------------------------------
+# --- runs.results.compare, pure -------------------------------------------------------------------
 
 def p(status="ok", value=None, **key):
     base = {"method": "ddtree", "params_key": '{"budget":8}', "tp": 1, "workload": "long-context",

@@ -14,9 +14,18 @@ from django.utils import timezone
 
 from benchmarks.models import LLM, Engine, FailureKind, Host, KnownFailure, Sweep, SweepSource, SweepStatus, Workload
 from runs import curation
-from runs.models import (CurationAction, CurationEvent, Point, PointStatus, RequestRecord, Run, RunEvent, RunEventKind,
-                         RunStatus)
-from runs.sweeps import SweepStateError, queue_new_attempts
+from runs.lifecycle import SweepStateError, queue_new_attempts
+from runs.models import (
+    CurationAction,
+    CurationEvent,
+    Point,
+    PointStatus,
+    RequestRecord,
+    Run,
+    RunEvent,
+    RunEventKind,
+    RunStatus,
+)
 
 
 @pytest.fixture

@@ -6,8 +6,8 @@ import pytest
 from django.core.management import call_command
 
 from benchmarks.models import Sweep
+from runs.lifecycle import enqueue_after
 from runs.models import Run
-from runs.sweeps import enqueue_after
 from runs.tasks import start_sweep_after
 
 

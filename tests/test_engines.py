@@ -2,9 +2,9 @@ import json
 
 import pytest
 
-from runs.engines import ArgvError, LaunchValues, get_adapter
-from runs.engines.base import render
-from runs.engines.vllm import parse_metrics
+from sweepcore.engines import ArgvError, LaunchValues, get_adapter
+from sweepcore.engines.base import render
+from sweepcore.engines.vllm import parse_metrics
 
 SGLANG = ["{python}", "-m", "sglang.launch_server", "--model-path", "{model_path}", "--tp-size", "{tp}",
           "--context-length", "{context_length}", "--host", "{host}", "--port", "{port}"]

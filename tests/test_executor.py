@@ -8,11 +8,11 @@ from django.core.management import call_command
 
 from benchmarks.catalog import load_catalog
 from benchmarks.models import LLM, Engine, KnownFailure
-from benchmarks.spec import validate
-from runs.executor import execute_run, point_status
-from runs.loadgen import RequestResult
+from runs.lifecycle import create_sweep, launch_sweep
 from runs.models import Point, RequestRecord, Run, RunEvent
-from runs.sweeps import create_sweep, launch_sweep
+from runs.worker.executor import execute_run, point_status
+from sweepcore.loadgen import RequestResult
+from sweepcore.spec import validate
 from tests.processes import simengine_pids, wait_for
 
 TIME_SCALE = "0.01"
@@ -255,7 +255,7 @@ def test_a_retry_launches_the_configuration_again_and_keeps_what_it_measured(cat
 def test_cancel_stops_the_running_run_at_a_point_boundary(catalog):
     import threading
 
-    from runs.sweeps import cancel_sweep, resume_sweep
+    from runs.lifecycle import cancel_sweep, resume_sweep
 
     engine = Engine.objects.get(name="sglang-sim")
     engine.argv_template = [a if a != TIME_SCALE else "0.05" for a in engine.argv_template]

@@ -1,9 +1,9 @@
+import re
 import signal
 
 import pytest
 
-from runs.failures import Rule, classify, normalise
-import re
+from sweepcore.failures import Rule, classify, normalise
 
 SGLANG_DDTREE_CRASH = """\
 [2026-12-02 10:00:01 TP0] Decode batch. #running-req: 1, #token: 3120, token usage: 0.01, accept len: 1.00, gen throughput (token/s): 25.91

@@ -9,10 +9,10 @@ from django.core.management import call_command
 from django.urls import reverse
 
 from benchmarks.models import LLM, Engine, Host, Sweep, Workload
-from benchmarks.plan import canonical_params
-from runs.charts import sweep_charts
-from runs.history import METRICS, choices, detect_regressions, series_points
 from runs.models import Point, Run
+from runs.results.charts import sweep_charts
+from runs.results.history import METRICS, choices, detect_regressions, series_points
+from sweepcore.plan import canonical_params
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 

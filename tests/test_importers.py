@@ -14,13 +14,13 @@ from django.urls import reverse
 from django.utils import timezone
 
 from benchmarks.models import LLM, Engine, Host, Sweep, SweepSource, Workload
-from benchmarks.plan import canonical_params
-from runs import importers
-from runs.charts import sweep_charts
-from runs.history import series_points
-from runs.importers import ImportFileError, ImportRefused
 from runs.imports import CatalogError, import_file
 from runs.models import Point, RequestRecord, Run
+from runs.results.charts import sweep_charts
+from runs.results.history import series_points
+from sweepcore import importers
+from sweepcore.importers import ImportFileError, ImportRefused
+from sweepcore.plan import canonical_params
 
 DATA = Path(__file__).parent / "data" / "imports"
 VLLM_FILE = DATA / "vllm-serve-detailed.json"
@@ -112,7 +112,7 @@ def test_vllm_detailed_arrays_become_request_records():
     failed = p.requests[3]
     assert failed.error_kind == "imported_error" and "maximum context length" in failed.error
     assert failed.output_tokens == 0 and failed.chunk_offsets == []
-    # decode_tok_s, which no file has, comes from the records with runs.metrics.
+    # decode_tok_s, which no file has, comes from the records with sweepcore.metrics.
     assert p.metrics["decode_tok_s"] == pytest.approx(
         sum(15 / sum(raw["itls"][i]) for i in (0, 1, 2, 4)) / 4)
     assert p.extra["computed_from_requests"] == ["decode_tok_s"]

@@ -5,10 +5,10 @@ import signal
 
 import pytest
 
-from runs.engines import LaunchValues, get_adapter
-from runs.engines.llamacpp import EOG_LOG, parse_perf
-from runs.failures import classify
-from runs.loadgen import RequestResult
+from sweepcore.engines import LaunchValues, get_adapter
+from sweepcore.engines.llamacpp import EOG_LOG, parse_perf
+from sweepcore.failures import classify
+from sweepcore.loadgen import RequestResult
 
 ADAPTER = get_adapter("llamacpp")
 TEMPLATE = ["{python}", "-m", "llama_cpp.server", "--model", "{model_path}", "--n_ctx", "{context_length}",

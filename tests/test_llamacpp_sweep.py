@@ -13,9 +13,9 @@ from django.core.management import call_command
 
 from benchmarks.catalog import load_catalog
 from benchmarks.models import LLM
-from benchmarks.spec import validate
+from runs.lifecycle import create_sweep, launch_sweep
 from runs.models import Point, RequestRecord, Run, RunEvent
-from runs.sweeps import create_sweep, launch_sweep
+from sweepcore.spec import validate
 from tests.processes import celery_worker, llamacpp_pids, wait_for
 
 QUEUE = "host.local-cpu"

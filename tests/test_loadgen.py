@@ -1,4 +1,4 @@
-"""runs.loadgen against crafted in-process servers and the bench/stub_server.py process."""
+"""sweepcore.loadgen against crafted in-process servers and the bench/stub_server.py process."""
 
 import asyncio
 import json
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 
-from runs.loadgen import LoadConfig, classify_error_text, run_load, run_load_sync
+from sweepcore.loadgen import LoadConfig, classify_error_text, run_load, run_load_sync
 
 ROOT = Path(__file__).resolve().parent.parent
 STUB = ROOT / "bench" / "stub_server.py"

@@ -10,7 +10,7 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from runs.metrics import FIELDS
+from sweepcore.metrics import SUMMARY_FIELDS
 from tests.test_loadgen import free_port, stub
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -29,7 +29,7 @@ def test_json_output_is_the_point_object_with_exact_prompt_tokens():
                      "--prompt-tokens", "700", "--max-tokens", "12", "--concurrency", "3",
                      "--num-requests", "6", "--warmup", "2", "--json", stdout=out, stderr=err)
         s = json.loads(out.getvalue())
-        assert list(s) == list(FIELDS)
+        assert list(s) == list(SUMMARY_FIELDS)
         assert s["completed"] == 6 and s["failed"] == 0
         assert s["total_input_tokens"] == 6 * 700  # server-counted, equal to the target
         assert s["total_output_tokens"] == 72

@@ -1,12 +1,12 @@
-"""runs.metrics against hand-computed examples (pure; no DB, no processes)."""
+"""sweepcore.metrics against hand-computed examples (pure; no DB, no processes)."""
 
 import math
 
 import pytest
 
-from runs import metrics
-from runs.loadgen import RequestResult
-from runs.metrics import FIELDS, percentile, pstdev, request_itls, summarize
+from sweepcore import metrics
+from sweepcore.loadgen import RequestResult
+from sweepcore.metrics import SUMMARY_FIELDS, percentile, pstdev, request_itls, summarize
 
 
 def rec(index, send, offs, toks, *, prompt=None, kind="", err="", spec=None, status=200):
@@ -38,7 +38,7 @@ def point():
 
 def test_hand_computed_point(point):
     s = summarize(point, 2.0, client_bound=False, event_loop_lag_p99_ms=0.7)
-    assert list(s) == list(FIELDS)
+    assert list(s) == list(SUMMARY_FIELDS)
     assert (s["completed"], s["failed"]) == (2, 3)
     assert s["duration"] == 2.0
     assert s["total_input_tokens"] == 30

@@ -6,7 +6,8 @@ from django.core.management import call_command
 from django.db import IntegrityError, transaction
 
 from benchmarks.models import LLM, Engine, Host, Sweep, Workload
-from runs.models import LATENCY_FIELDS, Point, Run
+from runs.models import Point, Run
+from sweepcore.metrics import LATENCY_FIELDS
 
 
 @pytest.fixture

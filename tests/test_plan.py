@@ -2,8 +2,8 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.plan import MAX_POINTS, Quarantine, plan
-from benchmarks.spec import SpecError, load_spec_file, load_yaml, validate
+from sweepcore.plan import MAX_POINTS, Quarantine, plan
+from sweepcore.spec import SpecError, load_spec_file, load_yaml, validate
 from tests.catalogs import demo_catalog
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "qwen3.6-27b-sm120.yaml"

@@ -10,7 +10,7 @@ from django.core.management import call_command
 from django.urls import reverse
 
 from runs.models import Point, Run
-from runs.points_table import MAX_PER_PAGE, SORT_COLUMNS, parse_query, points_table
+from runs.results.points_table import MAX_PER_PAGE, SORT_COLUMNS, parse_query, points_table
 from tests.test_charts import add_run, make_sweep
 
 

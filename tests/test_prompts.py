@@ -1,4 +1,4 @@
-"""runs.prompts: exact lengths, documents, ShareGPT filtering, server tokenizers, context cap."""
+"""sweepcore.prompts: exact lengths, documents, ShareGPT filtering, server tokenizers, context cap."""
 
 import json
 import re
@@ -7,10 +7,20 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from runs import prompts
-from runs.prompts import (FIBONACCI_PROMPT, LocalTokenizer, ServerTokenizer, TokenizerError,
-                          check_point, document_words, fit_to_tokens, load_sharegpt,
-                          long_context_prompt, max_prompt_tokens, usable_context)
+from sweepcore import prompts
+from sweepcore.prompts import (
+    FIBONACCI_PROMPT,
+    LocalTokenizer,
+    ServerTokenizer,
+    TokenizerError,
+    check_point,
+    document_words,
+    fit_to_tokens,
+    load_sharegpt,
+    long_context_prompt,
+    max_prompt_tokens,
+    usable_context,
+)
 
 
 def words_tok(text):

@@ -7,7 +7,7 @@ from django.contrib.auth.models import Group, User
 from django.core.management import call_command
 from django.urls import reverse
 
-from runs.charts import run_charts
+from runs.results.charts import run_charts
 from tests.test_charts import add_run, charts_by_id, make_sweep, values
 
 

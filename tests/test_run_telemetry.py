@@ -10,8 +10,8 @@ from django.core.management import call_command
 from django.urls import reverse
 from django.utils import timezone
 
-from runs.gpu_series import MAX_SAMPLES_PER_GPU, gpu_series
 from runs.models import TelemetrySample
+from runs.results.gpu_series import MAX_SAMPLES_PER_GPU, gpu_series
 from tests.test_charts import add_run, make_sweep
 
 

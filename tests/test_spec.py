@@ -2,7 +2,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.spec import SpecError, dump_yaml, load_spec_file, load_yaml, validate
+from sweepcore.spec import SpecError, dump_yaml, load_spec_file, load_yaml, validate
 from tests.catalogs import demo_catalog
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"

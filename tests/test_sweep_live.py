@@ -12,10 +12,10 @@ from django.utils import timezone
 
 from benchmarks.catalog import load_catalog
 from benchmarks.models import FailureKind, SweepStatus
-from benchmarks.spec import load_spec_file
+from runs.lifecycle import create_sweep, launch_sweep
 from runs.models import Point, PointStatus, Run, RunEvent, RunEventKind, RunStatus
-from runs.sweeps import create_sweep, launch_sweep
-from runs.views import tail_lines
+from runs.views.sweep_detail import tail_lines
+from sweepcore.spec import load_spec_file
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "qwen3.6-27b-sm120.yaml"
 

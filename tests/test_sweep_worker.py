@@ -11,11 +11,11 @@ import pytest
 from django.core.management import call_command
 
 from benchmarks.catalog import load_catalog
-from benchmarks.models import Engine, Host, KnownFailure, Sweep
-from benchmarks.spec import load_spec_file, validate
+from benchmarks.models import Engine, KnownFailure
+from runs.lifecycle import create_sweep, launch_sweep, resume_sweep
 from runs.models import Point, Run, RunEvent
-from runs.sweeps import create_sweep, launch_sweep, resume_sweep
 from runs.tasks import execute_run, send_to_host
+from sweepcore.spec import load_spec_file, validate
 from tests.processes import celery_worker, simengine_pids, wait_for
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "qwen3.6-27b-sm120.yaml"

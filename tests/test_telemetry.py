@@ -5,7 +5,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from runs import telemetry
+from sweepcore import telemetry
 
 
 class FakeNVMLError(Exception):

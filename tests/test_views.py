@@ -7,8 +7,8 @@ from django.core.management import call_command
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
 from benchmarks.catalog import load_catalog
-from benchmarks.spec import load_spec_file
-from runs.sweeps import create_sweep
+from runs.lifecycle import create_sweep
+from sweepcore.spec import load_spec_file
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "qwen3.6-27b-sm120.yaml"
 

@@ -20,9 +20,9 @@ from django.db import transaction
 
 from benchmarks.catalog import load_catalog
 from benchmarks.models import Sweep, SweepStatus
-from benchmarks.spec import SpecError, load_yaml, validate
-from runs.sweeps import create_sweep, launch_sweep, resume_sweep
+from runs.lifecycle import create_sweep, launch_sweep, resume_sweep
 from runs.tasks import send_to_host, start_sweep_after
+from sweepcore.spec import SpecError, load_yaml, validate
 
 EXAMPLES = Path(settings.BASE_DIR) / "examples"
 SIM_DEMO_ENGINE = "sglang-sim-demo"

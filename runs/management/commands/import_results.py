@@ -14,8 +14,8 @@ from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
 from django.db import DatabaseError
 
-from runs.importers import FORMATS, ImportRefused
 from runs.imports import import_file
+from sweepcore.importers import FORMATS, ImportRefused
 
 
 class Command(BaseCommand):

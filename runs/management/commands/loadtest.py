@@ -1,8 +1,8 @@
 """``manage.py loadtest``: run one benchmark point against any server and print its metrics.
 
-Uses only runs.loadgen / runs.metrics / runs.prompts (no models, no database).  Prints a
+Uses only sweepcore.loadgen / sweepcore.metrics / sweepcore.prompts (no models, no database).  Prints a
 readable table, or with ``--json`` one JSON object with exactly the metric fields of
-runs.metrics.FIELDS (what the executor stores for a point).  Problems -- a server that is
+sweepcore.metrics.SUMMARY_FIELDS (what the executor stores for a point).  Problems -- a server that is
 not there, no tokenizer endpoint, bad options -- are one line on stderr and exit status
 1 (Django's CommandError), never a traceback.  Exit status is 1 as well when no request
 of the point completed.
@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 
 from django.core.management.base import BaseCommand, CommandError
 
-from runs import loadgen, metrics, prompts
+from sweepcore import loadgen, metrics, prompts
 
 
 def _preflight(base_url: str) -> None:

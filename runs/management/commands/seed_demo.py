@@ -13,7 +13,7 @@ from django.core.management.base import BaseCommand
 from django.db import transaction
 
 from benchmarks.models import LLM, Engine, EngineKind, Host, Workload, WorkloadKind
-from runs.prompts import FIBONACCI_PROMPT
+from sweepcore.prompts import FIBONACCI_PROMPT
 
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 

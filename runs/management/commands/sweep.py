@@ -14,9 +14,7 @@ from django.db import DatabaseError
 
 from benchmarks.catalog import load_catalog
 from benchmarks.models import Sweep, SweepStatus
-from benchmarks.spec import SpecError, load_spec_file
-from runs.models import PointStatus, Run, RunStatus
-from runs.sweeps import (
+from runs.lifecycle import (
     SweepStateError,
     cancel_sweep,
     create_sweep,
@@ -25,6 +23,8 @@ from runs.sweeps import (
     resume_sweep,
     sweep_as_dict,
 )
+from runs.models import PointStatus, Run, RunStatus
+from sweepcore.spec import SpecError, load_spec_file
 
 POLL_S = 1.0
 
@@ -139,7 +139,7 @@ class Command(BaseCommand):
             self.print_results(sweep)
 
     def do_run(self, file, owner=None, inline=False, as_json=False, **options):
-        from runs.executor import execute_run
+        from runs.worker.executor import execute_run
 
         user = self.owner(owner)
         spec, catalog = self.load(file)

@@ -1,7 +1,0 @@
-"""simengine (`python -m simengine`): SGLang's API and behaviour, simulated."""
-
-from runs.engines.sglang import SGLangAdapter
-
-
-class SimulatedAdapter(SGLangAdapter):
-    kind = "simulated"

@@ -1,0 +1,274 @@
+"""Turning a validated spec into a stored sweep with its planned runs and points."""
+
+from django.db import models, transaction
+from django.utils import timezone
+
+from benchmarks.catalog import active_quarantines, load_catalog
+from benchmarks.models import LLM, Engine, Host, Sweep, SweepSource, SweepStatus, Workload
+from runs.models import Point, Run, RunEvent, RunEventKind, RunStatus
+from sweepcore.plan import canonical_params, plan
+
+
+def plan_spec(spec, catalog=None):
+    """The plan of a validated spec against the current catalog and quarantines."""
+    catalog = catalog or load_catalog()
+    host = Host.objects.get(name=spec.host)
+    engine = Engine.objects.get(name=spec.engine)
+    llm = LLM.objects.get(name=spec.model)
+    return plan(spec, catalog, active_quarantines(engine, llm, host))
+
+
+@transaction.atomic
+def create_sweep(spec, owner=None, catalog=None):
+    """Store a draft sweep with its planned runs and points; returns (sweep, plan)."""
+    the_plan = plan_spec(spec, catalog)
+    sweep = Sweep.objects.create(
+        name=spec.name,
+        spec=spec.to_dict(),
+        host=Host.objects.get(name=spec.host),
+        engine=Engine.objects.get(name=spec.engine),
+        llm=LLM.objects.get(name=spec.model),
+        owner=owner,
+    )
+    workloads = {w.name: w for w in Workload.objects.filter(name__in=[w.workload for w in spec.workloads])}
+    runs = Run.objects.bulk_create(
+        Run(
+            sweep=sweep,
+            position=i,
+            method=r.method,
+            params=r.params,
+            params_key=canonical_params(r.params),
+            tp=r.tp,
+            status=r.status,
+            reason=r.reason,
+            known_failure_id=r.quarantine.id if r.quarantine else None,
+            retry_quarantined=r.retry_quarantined,
+        )
+        for i, r in enumerate(the_plan.runs)
+    )
+    Point.objects.bulk_create(
+        Point(
+            run=run,
+            position=j,
+            workload=workloads[p.workload],
+            prompt_tokens=p.prompt_tokens,
+            max_new_tokens=p.max_new_tokens,
+            concurrency=p.concurrency,
+            status=p.status,
+            reason=p.reason,
+        )
+        for run, planned in zip(runs, the_plan.runs)
+        for j, p in enumerate(planned.points)
+    )
+    return sweep, the_plan
+
+
+FINISHED_RUN = (RunStatus.DONE, RunStatus.CRASHED, RunStatus.FAILED, RunStatus.SKIPPED)
+ACTIVE_RUN = (RunStatus.QUEUED, RunStatus.STARTING, RunStatus.RUNNING)
+
+
+def _enqueue(sweep, run_ids):
+    from runs.tasks import execute_run, send_to_host
+
+    host = sweep.host.name
+
+    def send():
+        for run_id in run_ids:
+            send_to_host(execute_run, host, run_id=run_id)
+
+    transaction.on_commit(send)
+
+
+def _queue_runs(sweep, runs, message):
+    now = timezone.now()
+    run_ids = list(runs.values_list("id", flat=True))
+    runs.update(status=RunStatus.QUEUED)
+    RunEvent.objects.bulk_create(RunEvent(run_id=i, at=now, kind=RunEventKind.QUEUED, message=message) for i in run_ids)
+    return run_ids
+
+
+@transaction.atomic
+def launch_sweep(sweep, enqueue=True):
+    """Queue every planned run on its host, after the transaction commits. Returns the
+    run ids queued."""
+    sweep = Sweep.objects.select_for_update().get(pk=sweep.pk)
+    if sweep.status not in (SweepStatus.DRAFT,):
+        raise SweepStateError(f"sweep {sweep.pk} is {sweep.status}; only a draft can be launched (resume continues one)")
+    runs = Run.objects.filter(sweep=sweep, status=RunStatus.PLANNED).order_by("position")
+    run_ids = _queue_runs(sweep, runs, f"queued on host.{sweep.host.name}")
+    sweep.status = SweepStatus.QUEUED if run_ids else SweepStatus.DONE
+    sweep.launched_at = timezone.now()
+    if not run_ids:
+        sweep.finished_at = sweep.launched_at
+    sweep.save(update_fields=["status", "launched_at", "finished_at"])
+    if enqueue:
+        _enqueue(sweep, run_ids)
+    return run_ids
+
+
+def enqueue_queued_runs(sweep_id):
+    """Send the tasks of the runs a launch or resume queued without sending them
+    (``enqueue=False``). Returns their ids."""
+    sweep = Sweep.objects.select_related("host").get(pk=sweep_id)
+    run_ids = list(
+        Run.objects.filter(sweep=sweep, status=RunStatus.QUEUED).order_by("position").values_list("id", flat=True)
+    )
+    _enqueue(sweep, run_ids)
+    return run_ids
+
+
+def enqueue_after(sweep_id, after_sweep_id):
+    """`enqueue_queued_runs` once the other sweep is finished; None while it is queued
+    or running."""
+    status = Sweep.objects.filter(pk=after_sweep_id).values_list("status", flat=True).first()
+    if status in (SweepStatus.QUEUED, SweepStatus.RUNNING):
+        return None
+    return enqueue_queued_runs(sweep_id)
+
+
+@transaction.atomic
+def cancel_sweep(sweep):
+    """No new runs start; a running one stops at its next point boundary."""
+    sweep = Sweep.objects.select_for_update().get(pk=sweep.pk)
+    if sweep.status in (SweepStatus.DONE, SweepStatus.CANCELLED):
+        raise SweepStateError(f"sweep {sweep.pk} is already {sweep.status}")
+    sweep.status = SweepStatus.CANCELLED
+    sweep.finished_at = timezone.now()
+    sweep.save(update_fields=["status", "finished_at"])
+    waiting = Run.objects.filter(sweep=sweep, status__in=[RunStatus.PLANNED, RunStatus.QUEUED])
+    now = timezone.now()
+    RunEvent.objects.bulk_create(
+        RunEvent(run_id=i, at=now, kind=RunEventKind.CANCELLED, message="the sweep was cancelled before this run started")
+        for i in waiting.values_list("id", flat=True)
+    )
+    return waiting.update(status=RunStatus.CANCELLED, finished_at=now)
+
+
+@transaction.atomic
+def resume_sweep(sweep, enqueue=True):
+    """Re-enqueue every run that is not finished. A run interrupted mid-way (its worker
+    killed, its host rebooted) continues with the points it has not stored; a run still
+    driven by a live worker is left to it (the claim refuses a fresh heartbeat)."""
+    sweep = Sweep.objects.select_for_update().get(pk=sweep.pk)
+    if sweep.status == SweepStatus.DRAFT:
+        raise SweepStateError(f"sweep {sweep.pk} is a draft; launch it first")
+    unfinished = Run.objects.filter(sweep=sweep).exclude(status__in=FINISHED_RUN).order_by("position")
+    waiting = unfinished.filter(status__in=[RunStatus.PLANNED, RunStatus.CANCELLED, RunStatus.QUEUED])
+    in_flight = list(unfinished.filter(status__in=[RunStatus.STARTING, RunStatus.RUNNING]).values_list("id", flat=True))
+    queued = _queue_runs(sweep, waiting, "queued again by resume")
+    run_ids = sorted(set(queued) | set(in_flight), key=lambda i: i)
+    if run_ids:
+        sweep.status = SweepStatus.QUEUED
+        sweep.finished_at = None
+        sweep.save(update_fields=["status", "finished_at"])
+    if enqueue:
+        _enqueue(sweep, run_ids)
+    return run_ids
+
+
+CONTEXT_CAP_PREFIX = "context cap:"
+
+
+def queue_new_attempts(runs, message):
+    """A new attempt of each run (same sweep and configuration, attempt + 1, ``retry_of``
+    the old one) with its points planned again, queued on the sweep's host after commit.
+    A point the context cap skipped stays skipped; a quarantined run is retried anyway.
+    Active runs are refused: they are still being measured; so are runs of imported
+    sweeps: their numbers come from a file, no host here can measure them again."""
+    imported = [r for r in runs if r.sweep.source == SweepSource.IMPORTED]
+    if imported:
+        names = ", ".join(f"run {r.pk}" for r in imported)
+        raise SweepStateError(f"{names} of imported sweep(s) cannot be re-run: their results come from a file")
+    active = [r for r in runs if r.status in ACTIVE_RUN]
+    if active:
+        names = ", ".join(f"run {r.pk} ({r.get_status_display().lower()})" for r in active)
+        raise SweepStateError(f"{names} still in progress: wait for it to finish or cancel its sweep")
+    drafts = [r for r in runs if r.sweep.status == SweepStatus.DRAFT]
+    if drafts:
+        raise SweepStateError(f"run {drafts[0].pk} belongs to draft sweep {drafts[0].sweep_id}: launch the sweep instead")
+    new_runs = []
+    for old in runs:
+        latest = Run.objects.filter(
+            sweep_id=old.sweep_id, method=old.method, params_key=old.params_key, tp=old.tp
+        ).aggregate(models.Max("attempt"))["attempt__max"]
+        run = Run.objects.create(
+            sweep_id=old.sweep_id, position=old.position, method=old.method, params=old.params, tp=old.tp,
+            attempt=latest + 1, retry_of=old, status=RunStatus.PLANNED, known_failure=old.known_failure,
+            retry_quarantined=old.retry_quarantined or old.known_failure_id is not None,
+        )
+        Point.objects.bulk_create(
+            Point(
+                run=run, position=p.position, workload_id=p.workload_id, prompt_tokens=p.prompt_tokens,
+                max_new_tokens=p.max_new_tokens, concurrency=p.concurrency, request_rate=p.request_rate,
+                **({"status": p.status, "reason": p.reason} if p.reason.startswith(CONTEXT_CAP_PREFIX) else {}),
+            )
+            for p in old.points.order_by("position")
+        )
+        new_runs.append(run)
+    by_sweep = {}
+    for run in new_runs:
+        by_sweep.setdefault(run.sweep_id, []).append(run.pk)
+    for sweep_id, run_ids in by_sweep.items():
+        sweep = Sweep.objects.select_for_update().select_related("host").get(pk=sweep_id)
+        _queue_runs(sweep, Run.objects.filter(pk__in=run_ids), message)
+        if sweep.status in (SweepStatus.DONE, SweepStatus.CANCELLED):
+            sweep.status = SweepStatus.QUEUED
+            sweep.finished_at = None
+            sweep.save(update_fields=["status", "finished_at"])
+        _enqueue(sweep, run_ids)
+    return new_runs
+
+
+def refresh_sweep_status(sweep_id):
+    """A sweep's status follows its runs (a cancelled one stays cancelled)."""
+    statuses = set(Run.objects.filter(sweep_id=sweep_id).values_list("status", flat=True))
+    if statuses and statuses <= set(FINISHED_RUN):
+        Sweep.objects.filter(pk=sweep_id).exclude(status__in=[SweepStatus.CANCELLED, SweepStatus.DRAFT]).update(
+            status=SweepStatus.DONE, finished_at=timezone.now()
+        )
+    elif statuses & {RunStatus.STARTING, RunStatus.RUNNING} or (statuses & set(FINISHED_RUN)):
+        Sweep.objects.filter(pk=sweep_id, status=SweepStatus.QUEUED).update(status=SweepStatus.RUNNING)
+
+
+class SweepStateError(Exception):
+    """The sweep is not in a state that allows this action."""
+
+
+def sweep_as_dict(sweep):
+    """The shape `sweep show --json` and `sweep run --json` print."""
+    sweep.refresh_from_db(fields=["status"])
+    runs = Run.objects.filter(sweep=sweep).order_by("position").prefetch_related(
+        models.Prefetch("points", queryset=Point.objects.select_related("workload").order_by("position"))
+    )
+    return {
+        "sweep": sweep.pk,
+        "status": sweep.status,
+        "runs": [
+            {
+                "method": run.method,
+                "params": run.params,
+                "tp": run.tp,
+                "status": run.status,
+                "failure_kind": run.failure_kind,
+                "failure_cause": run.failure_cause,
+                "points": [
+                    {
+                        "workload": p.workload.name,
+                        "prompt_tokens": p.prompt_tokens,
+                        "concurrency": p.concurrency,
+                        "status": p.status,
+                        "reason": p.reason,
+                        "completed": p.completed,
+                        "failed": p.failed,
+                        "output_throughput": p.output_throughput,
+                        "decode_tok_s": p.decode_tok_s,
+                        "mean_ttft_ms": p.mean_ttft_ms,
+                        "median_tpot_ms": p.median_tpot_ms,
+                        "accept_length": p.accept_length,
+                    }
+                    for p in run.points.all()
+                ],
+            }
+            for run in runs
+        ],
+    }

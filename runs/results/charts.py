@@ -1,0 +1,605 @@
+"""Querysets -> Chart.js datasets: the comparison charts of a sweep (or of chosen runs).
+
+Everything comes from two queries (the runs, then their points, only the needed columns);
+the rest is arithmetic in Python, so the query count does not grow with the number of runs.
+
+A point that did not produce a measurement (crashed, skipped, timeout, not_run, failed,
+context_overflow) is never drawn as a zero: value datasets carry ``None`` there and the point
+appears in a separate *marker* dataset (one per status) with its reason, at the axis baseline.
+
+Charts come in families. The *overview* (decode speed, speedup, accept length) is always
+sent; the others (``FAMILIES``: against prompt length, latency per point, against
+concurrency) grow with the points of a big sweep, so ``build_charts`` only lists them (id
+and title) and builds them when asked for: ``family=ID`` (every chart of one family) or
+``chart=ID`` (one chart). Each chart is built by one function, whichever way it is asked for.
+The page fetches a family whole when it is opened if ``at_once`` (at most
+``FAMILY_AT_ONCE`` charts), else one chart at a time: drawing 40 charts of 300
+configurations at once would stall the browser.
+
+The JSON shape (``build_charts``)::
+
+    {"sweep": id | None,
+     "legend": [{"status", "label", "meaning", "pointStyle", "color"}],   # marker meanings
+     "configs": [{"config", "method", "tp", "params", "run", "sweep", "color"}],  # once each
+     "families": [{"id", "title", "at_once", "charts": [{"id", "title"}]}],  # on demand
+     "family": "overview" | family id | None (one chart),         # what "charts" holds
+     "charts": [{"id", "family", "type": "bar" | "line", "title",
+                 "x": {"label", "type": "category" | "linear"}, "y": {"label", "type"},
+                 "labels": [...],            # category charts only
+                 "datasets": [{"kind": "value" | "marker", "type": "bar" | "line" | "scatter",
+                               "label", "data", "backgroundColor", "borderColor", ...}]}]}
+
+A value dataset of a configuration is labelled with the configuration (``configs[].config``,
+unique within the answer); its method, TP, parameters, run and sweep are in ``configs``.
+Values are rounded to 4 significant digits. Line datasets leave their line style (width,
+point radius, no fill, gaps at missing values) to charts.js. Marker datasets carry
+``status`` and data items ``{"x", "y", "config", "status", "reason"}``.
+"""
+
+from collections import defaultdict, namedtuple
+from functools import partial
+
+from benchmarks.models import Method
+from runs.models import Point, PointStatus, Run
+from sweepcore.metrics import metric_label
+
+# -- The palette: one place. A hue per method; shades per parameter value / TP. -----------
+
+METHOD_COLOURS = {
+    # method: (hue, saturation %)
+    Method.AUTOREGRESSIVE.value: (215, 12),  # slate grey
+    Method.DFLASH.value: (212, 78),  # blue
+    Method.DDTREE.value: (24, 88),  # orange
+    Method.PROMPT_LOOKUP.value: (275, 55),  # purple
+}
+OTHER_METHOD_COLOUR = (160, 45)
+SHADE_LIGHTNESS = (32, 68)  # darkest and lightest shade, in %
+
+# Markers for points without a measurement: colour as the status badges, a shape each.
+MARKER_STATUSES = {
+    PointStatus.CRASHED.value: ("#8e1b1b", "crossRot", "the server died during this point"),
+    PointStatus.FAILED.value: ("#c62828", "triangle", "the requests of this point errored"),
+    PointStatus.TIMEOUT.value: ("#b26a00", "rectRot", "the point ran out of time"),
+    PointStatus.CONTEXT_OVERFLOW.value: ("#e0603a", "rect", "the server refused the prompt length"),
+    PointStatus.SKIPPED.value: ("#6d5bb0", "circle", "skipped by a cap or a quarantine"),
+    PointStatus.NOT_RUN.value: ("#8a939e", "cross", "not run: its server died earlier"),
+}
+NO_BASELINE = "no_baseline"
+NO_BASELINE_MARKER = ("#5c6670", "dash", "no ok autoregressive baseline in the same sweep at this TP and point")
+MARKER_RADIUS = 7
+
+POINT_FIELDS = (
+    "run_id",
+    "workload__name",
+    "prompt_tokens",
+    "concurrency",
+    "position",
+    "status",
+    "reason",
+    "decode_tok_s",
+    "output_throughput",
+    "mean_ttft_ms",
+    "median_tpot_ms",
+    "p99_tpot_ms",
+    "median_itl_ms",
+    "p99_itl_ms",
+    "accept_length",
+)
+LATENCY_SERIES = (
+    ("median_tpot_ms", "TPOT median"),
+    ("p99_tpot_ms", "TPOT p99"),
+    ("median_itl_ms", "ITL median"),
+    ("p99_itl_ms", "ITL p99"),
+)
+# Chart families sent on demand (id -> title): the page lists their charts and fetches a
+# family when it is opened. The overview is always sent.
+OVERVIEW = "overview"
+FAMILIES = {
+    "prompt_length": "Decode speed and TTFT against prompt length",
+    "latency": "TPOT and ITL, median and p99, per point",
+    "concurrency": "Output throughput against concurrency",
+}
+FAMILY_AT_ONCE = 12  # a family with more charts is opened one chart at a time
+# The parameter that sets how far each speculative method looks ahead.
+SPEC_PARAMETER = {
+    Method.DDTREE.value: ("budget", "DDTree budget"),
+    Method.DFLASH.value: ("block_size", "DFlash block size"),
+}
+
+
+def hsl(hue, saturation, lightness, alpha=None):
+    if alpha is None:
+        return f"hsl({hue}, {saturation}%, {lightness}%)"
+    return f"hsla({hue}, {saturation}%, {lightness}%, {alpha})"
+
+
+def shades(method, count):
+    """``count`` shades of the method's colour, darkest first."""
+    hue, saturation = METHOD_COLOURS.get(method, OTHER_METHOD_COLOUR)
+    low, high = SHADE_LIGHTNESS
+    if count <= 1:
+        return [hsl(hue, saturation, (low + high) // 2)]
+    step = (high - low) / (count - 1)
+    return [hsl(hue, saturation, round(low + i * step)) for i in range(count)]
+
+
+def config_label(method, params, tp):
+    """As Run.config_label, from plain values."""
+    values = " ".join(f"{k}={v}" for k, v in sorted((params or {}).items()))
+    return " ".join(part for part in (method, values, f"TP{tp}") if part)
+
+
+def _sort_value(value):
+    return (0, value, "") if isinstance(value, (int, float)) else (1, 0, str(value))
+
+
+def _params_order(params):
+    return tuple((key, _sort_value(value)) for key, value in sorted((params or {}).items()))
+
+
+# -- Loading (the only two queries) ---------------------------------------------------------
+
+
+class Config:
+    """One configuration (the latest attempt of a method, parameters and TP)."""
+
+    def __init__(self, row):
+        self.run_id = row["id"]
+        self.sweep_id = row["sweep_id"]
+        self.method = row["method"]
+        self.params = row["params"] or {}
+        self.tp = row["tp"]
+        self.position = row["position"]
+        self.label = config_label(self.method, self.params, self.tp)
+        self.colour = None
+        self.points = {}  # (workload, prompt_tokens, concurrency) -> point row
+
+    def dataset(self, chart_type, data):
+        """A value dataset of this configuration (its identity is in ``configs``, once)."""
+        return {"kind": "value", "type": chart_type, "label": self.label, "data": data,
+                "backgroundColor": self.colour, "borderColor": self.colour}
+
+    def identity(self):
+        return {"config": self.label, "method": self.method, "tp": self.tp, "params": self.params,
+                "run": self.run_id, "sweep": self.sweep_id, "color": self.colour}
+
+
+def load(sweep_id=None, run_ids=None):
+    """The configurations and their points: exactly two queries."""
+    runs = Run.objects.filter(excluded=False)
+    if sweep_id is not None:
+        runs = runs.filter(sweep_id=sweep_id)
+    if run_ids is not None:
+        run_ids = list(run_ids)
+        runs = runs.filter(pk__in=run_ids)
+    rows = runs.order_by("position", "attempt", "id").values(
+        "id", "sweep_id", "method", "params", "params_key", "tp", "position", "attempt"
+    )
+    if run_ids is None:
+        latest = {}
+        for row in rows:  # a retry replaces the attempt before it
+            latest[(row["method"], row["params_key"], row["tp"])] = row
+        chosen = sorted(latest.values(), key=lambda r: (r["position"], r["id"]))
+    else:
+        # Chosen runs are all shown, in the order given: the same configuration in two
+        # sweeps (last week's and this week's) is exactly what such a selection compares.
+        order = {run_id: i for i, run_id in enumerate(run_ids)}
+        chosen = sorted(rows, key=lambda r: order[r["id"]])
+    configs = [Config(row) for row in chosen]
+    _disambiguate(configs, chosen)
+    by_run = {config.run_id: config for config in configs}
+    points = (
+        Point.objects.filter(run_id__in=list(by_run), excluded=False)
+        .order_by("position", "id")
+        .values(*POINT_FIELDS)
+    )
+    for point in points if by_run else ():
+        key = (point["workload__name"], point["prompt_tokens"], point["concurrency"])
+        by_run[point["run_id"]].points[key] = point
+    _colour(configs)
+    return configs
+
+
+def _disambiguate(configs, rows):
+    """Labels that tell the runs apart: the sweep when they come from several, the attempt
+    when one configuration appears twice in one sweep."""
+    if len({c.sweep_id for c in configs}) > 1:
+        for config in configs:
+            config.label = f"#{config.sweep_id} {config.label}"
+    seen = defaultdict(int)
+    for config in configs:
+        seen[config.label] += 1
+    attempts = {row["id"]: row["attempt"] for row in rows}
+    for config in configs:
+        if seen[config.label] > 1:
+            config.label = f"{config.label} attempt {attempts[config.run_id]}"
+
+
+def _colour(configs):
+    """Shades within a method ordered by parameter values, then TP: the same in every chart."""
+    by_method = defaultdict(list)
+    for config in configs:
+        by_method[config.method].append(config)
+    for method, group in by_method.items():
+        group = sorted(group, key=lambda c: (_params_order(c.params), c.tp, c.sweep_id, c.run_id))
+        for config, colour in zip(group, shades(method, len(group))):
+            config.colour = colour
+
+
+# -- Helpers ----------------------------------------------------------------------------------
+
+
+def _is_ok(point):
+    return point is not None and point["status"] == PointStatus.OK
+
+
+def significant(value, digits=4):
+    """``value`` rounded to ``digits`` significant digits (None stays None)."""
+    if value is None:
+        return None
+    return float(f"{value:.{digits}g}")
+
+
+def _ok_value(point, field):
+    return significant(point[field]) if _is_ok(point) else None
+
+
+def _markers(entries, y=0):
+    """Marker datasets, one per status, from (x, config label, status, reason) tuples."""
+    by_status = defaultdict(list)
+    for x, label, status, reason in entries:
+        by_status[status].append({"x": x, "y": y, "config": label, "status": status, "reason": reason})
+    datasets = []
+    for status, (colour, style, meaning) in {**MARKER_STATUSES, NO_BASELINE: NO_BASELINE_MARKER}.items():
+        if by_status.get(status):
+            datasets.append({
+                "kind": "marker",
+                "type": "scatter",
+                "status": status,
+                "label": _status_label(status),
+                "data": by_status[status],
+                "pointStyle": style,
+                "pointRadius": MARKER_RADIUS,
+                "pointHoverRadius": MARKER_RADIUS + 2,
+                "backgroundColor": colour,
+                "borderColor": colour,
+                "borderWidth": 2,
+            })
+    return datasets
+
+
+def _status_label(status):
+    if status == NO_BASELINE:
+        return "No baseline"
+    return str(PointStatus(status).label)
+
+
+def _failure(point):
+    """(status, reason) when a point has no measurement because it failed; else None."""
+    if point is not None and point["status"] in MARKER_STATUSES:
+        return point["status"], point["reason"] or _status_label(point["status"])
+    return None
+
+
+def legend():
+    return [
+        {"status": status, "label": _status_label(status), "meaning": meaning,
+         "pointStyle": style, "color": colour}
+        for status, (colour, style, meaning) in {**MARKER_STATUSES, NO_BASELINE: NO_BASELINE_MARKER}.items()
+    ]
+
+
+def _shapes(configs):
+    """Every (workload, prompt_tokens, concurrency) measured, in plan order."""
+    order = {}
+    for config in configs:
+        for key, point in config.points.items():
+            order[key] = min(order.get(key, point["position"]), point["position"])
+    workload_first = {}
+    for (workload, _, _), position in order.items():
+        workload_first[workload] = min(workload_first.get(workload, position), position)
+    return sorted(
+        order,
+        key=lambda k: (workload_first[k[0]], k[0], k[1] is not None, k[1] or 0, k[2]),
+    )
+
+
+def _point_label(shape, many_concurrencies):
+    workload, prompt_tokens, concurrency = shape
+    label = workload if prompt_tokens is None else f"{workload} {prompt_tokens}"
+    return f"{label} c{concurrency}" if many_concurrencies else label
+
+
+def _chart(chart_id, chart_type, title, x_label, y_label, datasets, labels=None, x_type="category",
+           y_type="linear", **extra):
+    chart = {
+        "id": chart_id,
+        "type": chart_type,
+        "title": title,
+        "x": {"label": x_label, "type": x_type},
+        "y": {"label": y_label, "type": y_type, "beginAtZero": True},
+        "datasets": datasets,
+    }
+    if labels is not None:
+        chart["labels"] = labels
+    chart.update(extra)
+    return chart
+
+
+# -- The charts ------------------------------------------------------------------------------
+# Each family function lists its charts as Entry(family, id, title, build); ``build(id,
+# title)`` makes the chart, and is only called for the charts an answer holds.
+
+Entry = namedtuple("Entry", "family id title build")
+
+DECODE_TITLE = "Decode speed per configuration"
+SPEEDUP_TITLE = "Speedup over autoregressive at the same TP and point"
+
+
+def decode_chart(configs, shapes, many, chart_id="decode_tok_s", title=DECODE_TITLE):
+    labels = [_point_label(s, many) for s in shapes]
+    datasets, failures = [], []
+    for config in configs:
+        data = []
+        for shape, label in zip(shapes, labels):
+            point = config.points.get(shape)
+            data.append(_ok_value(point, "decode_tok_s"))
+            failure = _failure(point)
+            if failure:
+                failures.append((label, config.label, *failure))
+        datasets.append(config.dataset("bar", data))
+    return _chart(
+        chart_id, "bar", title, "workload and prompt length (tokens)",
+        metric_label("decode_tok_s"), datasets + _markers(failures), labels=labels,
+    )
+
+
+def speedup_chart(configs, shapes, many, chart_id="speedup", title=SPEEDUP_TITLE):
+    labels = [_point_label(s, many) for s in shapes]
+    # The baseline is the autoregressive run of the configuration's own sweep at its TP: in a
+    # selection of runs from several sweeps, another sweep's run is no baseline.
+    baselines = {(c.sweep_id, c.tp): c for c in configs if c.method == Method.AUTOREGRESSIVE}
+    datasets, failures = [], []
+    for config in configs:
+        if config.method == Method.AUTOREGRESSIVE:
+            continue
+        baseline = baselines.get((config.sweep_id, config.tp))
+        data = []
+        for shape, label in zip(shapes, labels):
+            point = config.points.get(shape)
+            base = baseline.points.get(shape) if baseline else None
+            value = None
+            if _is_ok(point) and _is_ok(base) and point["decode_tok_s"] and base["decode_tok_s"]:
+                value = significant(point["decode_tok_s"] / base["decode_tok_s"])
+            data.append(value)
+            failure = _failure(point)
+            if failure:
+                failures.append((label, config.label, *failure))
+            elif _is_ok(point) and value is None:
+                if baseline is None:
+                    why = f"no autoregressive run at TP{config.tp} in sweep #{config.sweep_id}"
+                elif base is None:
+                    why = f"{baseline.label} has no point here"
+                else:
+                    detail = "no decode speed" if _is_ok(base) else base["status"]
+                    if base["status"] in MARKER_STATUSES:
+                        detail = base["reason"] or _status_label(base["status"])
+                    why = f"{baseline.label} is not ok here: {detail}"
+                failures.append((label, config.label, NO_BASELINE, why))
+        datasets.append(config.dataset("bar", data))
+    return _chart(
+        chart_id, "bar", title, "workload and prompt length (tokens)", "speedup (×)",
+        datasets + _markers(failures), labels=labels, baseline=1.0,
+    )
+
+
+def _line_per_config(configs, xs_of, field):
+    """Line datasets {x, y} per configuration plus failure entries, over ``xs_of`` shapes."""
+    datasets, failures = [], []
+    for config in configs:
+        data = []
+        for x, shape in xs_of:
+            point = config.points.get(shape)
+            if point is None:
+                continue
+            data.append({"x": x, "y": _ok_value(point, field)})
+            failure = _failure(point)
+            if failure:
+                failures.append((x, config.label, *failure))
+        if data:
+            datasets.append(config.dataset("line", data))
+    return datasets, failures
+
+
+def prompt_length_chart(configs, xs_of, field, chart_id, title):
+    datasets, failures = _line_per_config(configs, xs_of, field)
+    return _chart(chart_id, "line", title, "prompt length (tokens)", metric_label(field),
+                  datasets + _markers(failures), x_type="linear")
+
+
+def prompt_length_charts(configs, shapes, many):
+    """tok/s and TTFT against prompt tokens: per workload with prompt lengths (and concurrency)."""
+    groups = defaultdict(list)
+    for shape in shapes:
+        workload, prompt_tokens, concurrency = shape
+        if prompt_tokens is not None:
+            groups[(workload, concurrency)].append((prompt_tokens, shape))
+    entries = []
+    for (workload, concurrency), xs_of in groups.items():
+        suffix = f":c{concurrency}" if many else ""
+        at = f" at concurrency {concurrency}" if many else ""
+        for chart_id, field, title in (
+            ("decode_vs_prompt", "decode_tok_s", "Decode speed against prompt length"),
+            ("ttft_vs_prompt", "mean_ttft_ms", "Mean TTFT against prompt length"),
+        ):
+            entries.append(Entry("prompt_length", f"{chart_id}:{workload}{suffix}", f"{title}: {workload}{at}",
+                                 partial(prompt_length_chart, configs, xs_of, field)))
+    return entries
+
+
+def latency_chart(configs, shape, chart_id, title):
+    """TPOT and ITL median and p99 of one point, grouped per configuration."""
+    labels = [name for _, name in LATENCY_SERIES]
+    datasets, failures = [], []
+    for config in configs:
+        point = config.points.get(shape)
+        if point is None:
+            continue
+        datasets.append(config.dataset("bar", [_ok_value(point, field) for field, _ in LATENCY_SERIES]))
+        failure = _failure(point)
+        if failure:
+            failures.extend((label, config.label, *failure) for label in labels)
+    return _chart(chart_id, "bar", title, "statistic", "latency (ms)", datasets + _markers(failures),
+                  labels=labels)
+
+
+def latency_charts(configs, shapes, many):
+    """One chart per point."""
+    entries = []
+    for shape in shapes:
+        point_label = _point_label(shape, many)
+        entries.append(Entry("latency", f"latency:{point_label}", f"TPOT and ITL, median and p99: {point_label}",
+                             partial(latency_chart, configs, shape)))
+    return entries
+
+
+def _accept_lines(configs, workload):
+    """(method, tp) -> [(parameter value, mean accept length, failure, config)] of a workload."""
+    lines = defaultdict(list)
+    for config in configs:
+        parameter = SPEC_PARAMETER.get(config.method)
+        if parameter is None or parameter[0] not in config.params:
+            continue
+        points = [p for (w, _, _), p in config.points.items() if w == workload]
+        if not points:
+            continue
+        values = [p["accept_length"] for p in points if _is_ok(p) and p["accept_length"] is not None]
+        value = significant(sum(values) / len(values)) if values else None
+        failed = [_failure(p) for p in points if _failure(p)]
+        failure = failed[0] if value is None and failed else None
+        lines[(config.method, config.tp)].append((config.params[parameter[0]], value, failure, config))
+    return lines
+
+
+def accept_length_chart(lines, chart_id, title):
+    """Mean accept length per run against its DDTree budget / DFlash block size."""
+    datasets, failures = [], []
+    tps = defaultdict(list)
+    for method, tp in sorted(lines):
+        tps[method].append(tp)
+    for (method, tp), entries in sorted(lines.items()):
+        entries.sort(key=lambda e: _sort_value(e[0]))
+        colour = shades(method, len(tps[method]))[tps[method].index(tp)]  # a shade per TP
+        datasets.append({
+            "kind": "value", "type": "line", "label": f"{method} TP{tp} ({SPEC_PARAMETER[method][1]})",
+            "method": method, "tp": tp, "parameter": SPEC_PARAMETER[method][0],
+            "data": [{"x": x, "y": value, "config": config.label} for x, value, _, config in entries],
+            "backgroundColor": colour, "borderColor": colour,
+        })
+        failures.extend((x, config.label, *failure) for x, _, failure, config in entries if failure)
+    return _chart(chart_id, "line", title, "DDTree budget / DFlash block size (tokens)",
+                  metric_label("accept_length"), datasets + _markers(failures), x_type="linear")
+
+
+def accept_length_charts(configs, shapes, many):
+    """Per workload that has speculative runs."""
+    entries = []
+    for workload in dict.fromkeys(shape[0] for shape in shapes):
+        lines = _accept_lines(configs, workload)
+        if lines:
+            entries.append(Entry(
+                OVERVIEW, f"accept_length:{workload}",
+                f"Speculative accept length against DDTree budget / DFlash block size: {workload}",
+                partial(accept_length_chart, lines),
+            ))
+    return entries
+
+
+def concurrency_chart(configs, xs_of, chart_id, title):
+    datasets, failures = _line_per_config(configs, xs_of, "output_throughput")
+    return _chart(chart_id, "line", title, "concurrency (requests in flight)", metric_label("output_throughput"),
+                  datasets + _markers(failures), x_type="linear")
+
+
+def concurrency_charts(configs, shapes, many):
+    """Output throughput against concurrency, per workload and prompt length."""
+    if not many:
+        return []
+    groups = defaultdict(list)
+    for shape in shapes:
+        groups[(shape[0], shape[1])].append((shape[2], shape))
+    entries = []
+    for (workload, prompt_tokens), xs_of in groups.items():
+        if len({x for x, _ in xs_of}) < 2:
+            continue
+        label = workload if prompt_tokens is None else f"{workload} {prompt_tokens}"
+        entries.append(Entry("concurrency", f"throughput_vs_concurrency:{label}",
+                             f"Output throughput against concurrency: {label}",
+                             partial(concurrency_chart, configs, sorted(xs_of))))
+    return entries
+
+
+def chart_entries(configs):
+    """Every chart of these configurations, in page order, not built yet."""
+    shapes = _shapes(configs)
+    if not shapes:
+        return []
+    many = len({shape[2] for shape in shapes}) > 1
+    entries = [Entry(OVERVIEW, "decode_tok_s", DECODE_TITLE, partial(decode_chart, configs, shapes, many))]
+    if any(c.method == Method.AUTOREGRESSIVE for c in configs) and any(
+        c.method != Method.AUTOREGRESSIVE for c in configs
+    ):
+        entries.append(Entry(OVERVIEW, "speedup", SPEEDUP_TITLE, partial(speedup_chart, configs, shapes, many)))
+    for family in (prompt_length_charts, latency_charts, accept_length_charts, concurrency_charts):
+        entries.extend(family(configs, shapes, many))
+    return entries
+
+
+class UnknownChart(LookupError):
+    """A family or chart id that these runs do not have."""
+
+
+def build_charts(sweep_id=None, run_ids=None, family=None, chart=None):
+    """The comparison charts of a sweep, or of the given runs (in that order, from any
+    sweeps), as Chart.js-ready dicts: the overview (default), every chart of ``family``, or
+    the one chart ``chart``. The other families are listed (ids and titles) in every answer.
+    Raises UnknownChart for a family or chart id that is not there."""
+    if family is not None and family != OVERVIEW and family not in FAMILIES:
+        raise UnknownChart(f"no chart family “{family}” (there are {', '.join([OVERVIEW, *FAMILIES])})")
+    configs = load(sweep_id=sweep_id, run_ids=run_ids)
+    entries = chart_entries(configs)
+    if chart is not None:
+        chosen = [entry for entry in entries if entry.id == chart]
+        if not chosen:
+            raise UnknownChart(f"no chart “{chart}” here")
+    else:
+        family = family or OVERVIEW
+        chosen = [entry for entry in entries if entry.family == family]
+    listed = defaultdict(list)
+    for entry in entries:
+        if entry.family != OVERVIEW:
+            listed[entry.family].append({"id": entry.id, "title": entry.title})
+    return {
+        "sweep": sweep_id,
+        "legend": legend(),
+        "configs": [config.identity() for config in configs],
+        "families": [{"id": key, "title": title, "at_once": len(listed[key]) <= FAMILY_AT_ONCE,
+                      "charts": listed[key]} for key, title in FAMILIES.items() if listed[key]],
+        "family": family if chart is None else None,
+        "charts": [{**entry.build(entry.id, entry.title), "family": entry.family} for entry in chosen],
+    }
+
+
+def every_chart(sweep_id=None, run_ids=None):
+    """Every chart, overview and families, in page order (for tests and scripts: the page
+    itself asks for a family when it is opened)."""
+    configs = load(sweep_id=sweep_id, run_ids=run_ids)
+    return [{**entry.build(entry.id, entry.title), "family": entry.family} for entry in chart_entries(configs)]
+
+
+def sweep_charts(sweep_id, family=None, chart=None):
+    return build_charts(sweep_id=sweep_id, family=family, chart=chart)
+
+
+def run_charts(run_ids, family=None, chart=None):
+    return build_charts(run_ids=run_ids, family=family, chart=chart)

@@ -1,0 +1,146 @@
+"""The compare page, and the exports of any selection of sweeps or runs."""
+
+from django.db.models import Q
+from django.http import Http404, JsonResponse
+from django.shortcuts import render
+from django.urls import reverse
+
+from benchmarks.models import Sweep
+from runs.models import Point, Run
+from runs.results import compare as compare_lib
+from runs.results.exports import EXPORT_KINDS, export_response
+from runs.roles import reader_required
+from runs.views.params import id_list
+from sweepcore import metrics
+
+
+@reader_required
+def selection_export(request, kind):
+    """The exports of any selection: ?sweep=A&sweep=B and/or ?run=X&run=Y (the compare
+    and run-selection pages link here). Bad or unknown ids: a 400 that names them."""
+    if kind not in EXPORT_KINDS:
+        raise Http404(f"no export {kind!r}: expected one of {', '.join(EXPORT_KINDS)}")
+    try:
+        sweep_ids = id_list(request.GET.getlist("sweep"))
+        run_ids = id_list(request.GET.getlist("run"))
+    except ValueError as exc:
+        return JsonResponse({"error": f"bad selection: {exc}"}, status=400)
+    if not sweep_ids and not run_ids:
+        return JsonResponse({"error": "nothing selected: give ?sweep=ID or ?run=ID, once per sweep or run"}, status=400)
+    found_sweeps = set(Sweep.objects.filter(pk__in=sweep_ids).values_list("pk", flat=True))
+    found_runs = set(Run.objects.filter(pk__in=run_ids).values_list("pk", flat=True))
+    missing = [f"sweep {i}" for i in sweep_ids if i not in found_sweeps] + [f"run {i}" for i in run_ids if i not in found_runs]
+    if missing:
+        return JsonResponse({"error": f"no such {', '.join(missing)}"}, status=400)
+    points_filter = Q(run__sweep_id__in=sweep_ids) if sweep_ids else Q(run_id__in=run_ids)
+    if sweep_ids and run_ids:
+        points_filter = Q(run__sweep_id__in=sweep_ids) | Q(run_id__in=run_ids)
+    name = "-".join([f"sweep{i}" for i in sweep_ids] + [f"run{i}" for i in run_ids])[:80]
+    return export_response(kind, points_filter, name, {"sweeps": sweep_ids, "runs": run_ids})
+
+
+COMPARE_POINT_FIELDS = (
+    "run_id", "run__sweep_id", "run__method", "run__params", "run__params_key", "run__tp", "run__attempt",
+    "workload__name", "prompt_tokens", "concurrency", "status", "reason", "excluded", "exclude_reason",
+    "run__excluded", "run__exclude_reason",
+)
+
+
+def _compare_points(queryset, metric):
+    rows = queryset.order_by("run__position", "run_id", "position").values(*COMPARE_POINT_FIELDS, metric)
+    return [
+        {
+            "run_id": r["run_id"], "sweep_id": r["run__sweep_id"], "method": r["run__method"],
+            "params": r["run__params"], "params_key": r["run__params_key"], "tp": r["run__tp"],
+            "attempt": r["run__attempt"], "workload": r["workload__name"], "prompt_tokens": r["prompt_tokens"],
+            "concurrency": r["concurrency"], "status": r["status"], "reason": r["reason"],
+            # A point of an excluded run is excluded too (as in the charts and history).
+            "excluded": r["excluded"] or r["run__excluded"],
+            "exclude_reason": r["exclude_reason"] if r["excluded"] else (r["run__exclude_reason"] or "run excluded"),
+            metric: r[metric],
+        }
+        for r in rows
+    ]
+
+
+@reader_required
+def compare(request):
+    """Two or more sweeps (?sweep=..) or runs (?run=..) side by side for one metric; the
+    first is the baseline. Bad input is a message on the page, never an error page."""
+    metric = request.GET.get("metric") or compare_lib.DEFAULT_METRIC
+    context = {
+        "metric": metric,
+        "metrics": [
+            (m, metrics.metric_label(m), "higher is better" if metrics.higher_is_better(m) else "lower is better")
+            for m in compare_lib.METRICS
+        ],
+        "errors": [],
+        "groups": [],
+        "rows": [],
+        "mode": "",
+        "chart": None,
+    }
+    errors = context["errors"]
+    try:
+        sweep_ids = id_list(request.GET.getlist("sweep"))
+        run_ids = id_list(request.GET.getlist("run"))
+    except ValueError as exc:
+        errors.append(f"Bad selection: {exc}.")
+        sweep_ids = run_ids = []
+    if metric not in compare_lib.METRICS:
+        errors.append(
+            f"Unknown metric “{metric}”: choose one of {', '.join(compare_lib.METRICS)}."
+        )
+    if sweep_ids and run_ids:
+        errors.append("Compare either sweeps or runs, not both.")
+    elif not errors and (sweep_ids or run_ids) and len(sweep_ids or run_ids) < 2:
+        errors.append("Pick two or more sweeps (or runs) to compare.")
+    groups = []
+    if not errors and len(sweep_ids) >= 2:
+        context["mode"] = "sweep"
+        sweeps = {s.pk: s for s in Sweep.objects.filter(pk__in=sweep_ids).select_related("llm", "engine", "host")}
+        missing = [str(i) for i in sweep_ids if i not in sweeps]
+        if missing:
+            errors.append(f"No sweep #{', #'.join(missing)}.")
+        else:
+            points = _compare_points(Point.objects.filter(run__sweep_id__in=sweep_ids), metric)
+            for sid in sweep_ids:
+                s = sweeps[sid]
+                groups.append({
+                    "id": sid, "label": f"#{sid} {s.name}", "url": s.get_absolute_url(),
+                    "detail": f"{s.llm.name} · {s.engine.name} · {s.host.name}",
+                    "points": [p for p in points if p["sweep_id"] == sid],
+                })
+    elif not errors and len(run_ids) >= 2:
+        context["mode"] = "run"
+        runs = {r.pk: r for r in Run.objects.filter(pk__in=run_ids).select_related("sweep")}
+        missing = [str(i) for i in run_ids if i not in runs]
+        if missing:
+            errors.append(f"No run #{', #'.join(missing)}.")
+        else:
+            points = _compare_points(Point.objects.filter(run_id__in=run_ids), metric)
+            for rid in run_ids:
+                r = runs[rid]
+                groups.append({
+                    "id": rid, "label": f"#{r.sweep_id}/{rid} {r.config_label}", "url": r.sweep.get_absolute_url(),
+                    "detail": f"run #{rid} of sweep #{r.sweep_id} {r.sweep.name}",
+                    "points": [p for p in points if p["run_id"] == rid],
+                })
+    if groups:
+        selection = "&".join(f"{context['mode']}={g['id']}" for g in groups)
+        context["exports"] = [
+            (kind, f"{reverse('selection-export', args=[kind])}?{selection}") for kind in EXPORT_KINDS
+        ]
+        if context["mode"] == "run":
+            context["run_ids"] = ",".join(str(group["id"]) for group in groups)
+        rows = compare_lib.compare(groups, metric, mode=context["mode"])
+        label = metrics.metric_label(metric)
+        context.update(
+            groups=[{k: v for k, v in g.items() if k != "points"} for g in groups],
+            rows=rows,
+            metric_label=label,
+            higher_is_better=metrics.higher_is_better(metric),
+            chart=compare_lib.chart_data(groups, rows, metric, mode=context["mode"]),
+            chart_height_px=140 + len(rows) * (8 + 14 * len(groups)),  # a bar per group in each row
+        )
+    return render(request, "runs/compare.html", context, status=400 if errors else 200)

@@ -1,0 +1,33 @@
+"""Import a vLLM / SGLang result file as a sweep (runs.imports stores it)."""
+
+from django.contrib import messages
+from django.contrib.auth.decorators import permission_required
+from django.shortcuts import redirect, render
+
+from runs.forms import ImportForm
+from runs.imports import import_file
+from runs.roles import reader_required
+from sweepcore.importers import ImportRefused
+
+
+@reader_required
+@permission_required("benchmarks.add_sweep", raise_exception=True)
+def import_new(request):
+    """GET: the upload form. POST: import the file as a sweep, or say why not (400)."""
+    error = ""
+    form = ImportForm(request.POST or None, request.FILES or None)
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        try:
+            result = import_file(
+                data["file"].name, data["file"].read(), fmt=data["format"] or None, host=data["host"],
+                model=data["model"] or None, user=request.user, engine=data["engine"] or None, tp=data["tp"],
+                workload=data["workload"] or None,
+            )
+        except ImportRefused as exc:
+            error = str(exc)
+        else:
+            (messages.success if result.created else messages.info)(request, result.message + ".")
+            return redirect("sweep-detail", sweep_id=result.sweep.pk)
+    status = 400 if request.method == "POST" else 200
+    return render(request, "runs/import_new.html", {"form": form, "error": error}, status=status)

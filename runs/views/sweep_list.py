@@ -1,0 +1,37 @@
+"""The sweep list: every sweep with its run and point counts, filtered by status."""
+
+from django.core.paginator import Paginator
+from django.db.models import Count, Q
+from django.shortcuts import render
+
+from benchmarks.models import Sweep
+from runs.models import PointStatus
+from runs.roles import reader_required
+
+SWEEPS_PER_PAGE = 50
+
+
+@reader_required
+def sweep_list(request):
+    sweeps = (
+        Sweep.objects.select_related("host", "engine", "llm", "owner")
+        .annotate(
+            run_count=Count("runs", distinct=True),
+            point_count=Count("runs__points"),
+            points_measured=Count(
+                "runs__points",
+                filter=~Q(runs__points__status__in=[PointStatus.PLANNED, PointStatus.SKIPPED]),
+            ),
+            points_skipped=Count("runs__points", filter=Q(runs__points__status=PointStatus.SKIPPED)),
+        )
+        .order_by("-created_at", "-id")
+    )
+    status = request.GET.get("status", "")
+    if status:
+        sweeps = sweeps.filter(status=status)
+    page = Paginator(sweeps, SWEEPS_PER_PAGE).get_page(request.GET.get("page"))
+    return render(
+        request,
+        "runs/sweep_list.html",
+        {"page": page, "status": status, "statuses": Sweep._meta.get_field("status").choices},
+    )

@@ -1,0 +1,1 @@
+"""The worker side of a run: the executor (orchestration) and its database writes."""

@@ -1,0 +1,394 @@
+"""Point metrics, computed from raw per-request records.  Pure Python, no Django.
+
+Every number Sweeplab shows for a benchmark point is computed here, by
+:func:`summarize`, from the records that :mod:`sweepcore.loadgen` produces (or from the
+``RequestRecord`` rows the executor stored from them, which carry the same field
+names).  Nothing is taken from a server's own summary, so every figure can be
+recomputed later from what was stored.
+
+Inputs per request (see :class:`sweepcore.loadgen.RequestResult`)
+-------------------------------------------------------------
+``send_time``      epoch seconds when the request was handed to the socket.
+``chunk_offsets``  seconds since send at which each token-carrying chunk arrived
+                   (``time.perf_counter`` differences, so immune to wall-clock steps).
+``chunk_tokens``   tokens carried by each such chunk.  Taken from the server's
+                   cumulative counts when it sends them (SGLang ``meta_info.
+                   completion_tokens``; vLLM/SGLang ``usage`` with
+                   ``continuous_usage_stats``) -> ``token_count_source =
+                   "server_cumulative"``; otherwise one per content chunk, scaled to
+                   the final ``usage.completion_tokens`` -> ``"usage"``; otherwise one
+                   per content chunk -> ``"chunks"``.
+``output_tokens``  the request's output token count (the same sources, in that order).
+``prompt_tokens``  the prompt length as the server counted it (``usage.prompt_tokens``
+                   or ``meta_info.prompt_tokens``), or None.
+``error_kind``     '' for a success, else the failure class (see sweepcore.loadgen).
+
+Success
+-------
+A request is **completed** when ``error_kind == ''`` *and* ``output_tokens > 0``.
+Everything else is **failed**: it is counted, kept with its error text, listed in
+``errors`` and excluded from every latency statistic.  An error sent inside an HTTP 200
+stream is a failure; a 200 response with zero output tokens is a failure
+(``empty_response``), never a success.
+
+Per request (seconds; reported in ms)
+-------------------------------------
+* ``ttft = chunk_offsets[0]`` -- first token minus send.
+* ``e2el = chunk_offsets[-1]`` -- *last token* minus send.
+* ``tpot = (e2el - ttft) / (output_tokens - 1)`` -- only for output_tokens >= 2.
+* ``itl``: the gaps between consecutive tokens.  A chunk ``j > 0`` that carries
+  ``k`` tokens and arrived ``g`` seconds after chunk ``j-1`` contributes ``k`` gaps of
+  ``g / k``; the ``k0 - 1`` extra tokens of the *first* chunk arrived together with the
+  first token and contribute gaps of 0.  So each request contributes exactly
+  ``output_tokens - 1`` gaps whose sum is ``e2el - ttft``: the mean ITL of one request
+  equals its TPOT, and the point's mean ITL is the token-weighted TPOT.
+* decode speed ``(output_tokens - 1) / (e2el - ttft)`` tok/s -- only where
+  output_tokens >= 2 and e2el > ttft (all tokens in one chunk has no decode interval).
+
+Per point
+---------
+* ``completed``, ``failed`` -- counts as defined above; ``completed + failed`` is every
+  measured request (warmup requests are not measured).
+* ``duration`` -- the wall time of the measurement, seconds (given by the caller:
+  first send to last completion, see sweepcore.loadgen).
+* ``total_input_tokens`` -- sum of the server-counted prompt tokens of completed
+  requests (a caller-supplied fallback count is used for a request where the server
+  reported none; None if still unknown for any completed request).
+* ``total_output_tokens`` -- sum of output_tokens of completed requests.
+* ``request_throughput = completed / duration``; ``output_throughput =
+  total_output_tokens / duration``; ``total_token_throughput = (total_input_tokens +
+  total_output_tokens) / duration``.  These are rates over a measured interval, so a
+  point where everything failed has a throughput of 0.0, not None.
+* ``{mean,median,std,p90,p99}_{ttft,tpot,itl,e2el}_ms`` over completed requests (ITL
+  over all their gaps pooled).  ``std`` is the population standard deviation;
+  percentiles interpolate linearly between closest ranks (numpy's default, which
+  ``vllm bench serve`` uses): ``p`` -> rank ``p/100 * (n-1)``.  With one sample every
+  percentile is that sample.
+* ``decode_tok_s`` -- mean over completed requests of the per-request decode speed.
+* ``max_output_tokens_per_s`` -- the most output tokens (of completed requests) that
+  arrived within one whole-second bucket, buckets counted from the earliest send.
+* ``accept_length = sum(output_tokens) / sum(spec_verify_ct)`` over the completed
+  requests that report ``spec_verify_ct`` (SGLang ``meta_info`` under speculative
+  decoding); None when no request reports it.
+* ``errors`` -- ``{kind: {"count": n, "example": "<one message>"}}`` over failed
+  requests.
+* ``client_bound``, ``event_loop_lag_p99_ms`` -- the client's self-measurement, passed
+  through (see sweepcore.loadgen): a point measured while the client was saturated is
+  flagged.
+* A statistic with no samples is None, never 0.
+
+How this differs from other tools
+---------------------------------
+vLLM (``vllm/benchmarks/serve.py`` ``calculate_metrics``, ``endpoint_request_func.py``):
+  same names and the same TTFT/TPOT formulas, percentiles and std.  Differences: vLLM's
+  ITL is one sample per *chunk* (a chunk with k tokens is one long gap, so ITL is
+  inflated k-fold under speculative decoding or stream intervals); its ``e2el`` runs to
+  the end of the stream (after ``[DONE]``), ours to the last token; it counts input
+  tokens with the client's tokenizer, we use the server's count; it reports 0 for
+  empty statistics, we report None; its ``max_output_tokens_per_s`` counts one token per
+  chunk, ours counts the tokens each chunk carries.
+SGLang (``python/sglang/bench_serving.py``): for its native ``/generate`` it spreads a
+  chunk's gap over the chunk's new tokens exactly as we do, but drops the extra tokens
+  of the first chunk (we count them as 0 gaps, so that mean ITL = TPOT); for OpenAI
+  endpoints its ITL is per chunk like vLLM's.  It names total throughput
+  ``total_throughput``; its ``accept_length`` is the server-wide
+  ``avg_spec_accept_length`` from ``/get_server_info``, ours is computed from this
+  point's own requests.  Its client treats an in-stream ``{"error": ...}`` as a
+  success with empty text; we count it as a failure.
+guidellm (``guidellm/benchmark/schemas`` ``request_stats``): its
+  ``time_per_output_token_ms = (last_token - request_start) / output_tokens`` *includes*
+  the first token (TTFT); its ``inter_token_latency_ms = (last_token - first_token) /
+  (output_tokens - 1)`` is what vLLM and we call TPOT.
+AIPerf (``aiperf/metrics/types/inter_token_latency_metric.py``): its "Inter Token
+  Latency" is ``(request_latency - ttft) / (osl - 1)`` per request -- vLLM's TPOT, not
+  a per-gap distribution; its request latency runs to the end of the response.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Iterable, Mapping, Sequence
+
+STATS = ("mean", "median", "std", "p90", "p99")
+LATENCIES = ("ttft", "tpot", "itl", "e2el")
+
+#: The latency columns of a point: {mean,median,std,p90,p99}_{ttft,tpot,itl,e2el}_ms.
+LATENCY_FIELDS: tuple[str, ...] = tuple(f"{s}_{m}_ms" for m in LATENCIES for s in STATS)
+
+#: Every key :func:`summarize` returns, in display order.
+SUMMARY_FIELDS: tuple[str, ...] = (
+    "completed",
+    "failed",
+    "duration",
+    "total_input_tokens",
+    "total_output_tokens",
+    "request_throughput",
+    "output_throughput",
+    "total_token_throughput",
+    *LATENCY_FIELDS,
+    "decode_tok_s",
+    "max_output_tokens_per_s",
+    "accept_length",
+    "errors",
+    "client_bound",
+    "event_loop_lag_p99_ms",
+)
+
+#: The point metric columns, one list for the model, the executor's write, the exports,
+#: the API and the charts: what :func:`summarize` computes (less ``errors``, a mapping
+#: kept beside them) and the decode speed the server itself reported.
+FIELDS: tuple[str, ...] = tuple(f for f in SUMMARY_FIELDS if f != "errors") + ("server_decode_tok_s",)
+
+#: What is kept of each request (a RequestRecord): every metric can be recomputed from it.
+REQUEST_FIELDS: tuple[str, ...] = (
+    "index",
+    "send_time",
+    "chunk_offsets",
+    "chunk_tokens",
+    "prompt_tokens",
+    "output_tokens",
+    "token_count_source",
+    "finish_reason",
+    "http_status",
+    "error_kind",
+    "error",
+    "spec_verify_ct",
+)
+
+#: How each point metric is named on screen, with its unit: the one definition behind the
+#: axis labels of the comparison charts, the compare page and history.
+LATENCY_NAMES = {"ttft": "TTFT", "tpot": "TPOT", "itl": "ITL", "e2el": "E2EL"}
+METRIC_NAMES: dict[str, tuple[str, str]] = {
+    "duration": ("duration", "s"),
+    "request_throughput": ("request throughput", "req/s"),
+    "output_throughput": ("output throughput", "tok/s"),
+    "total_token_throughput": ("total token throughput", "tok/s"),
+    **{f"{s}_{m}_ms": (f"{s} {LATENCY_NAMES[m]}", "ms") for m in LATENCIES for s in STATS},
+    "decode_tok_s": ("decode speed", "tok/s"),
+    "server_decode_tok_s": ("decode speed as the server reported it", "tok/s"),
+    "max_output_tokens_per_s": ("peak output throughput", "tok/s"),
+    "accept_length": ("mean accept length", "tokens"),
+    "event_loop_lag_p99_ms": ("p99 event-loop lag", "ms"),
+}
+
+
+#: The metrics where less is better (latencies, durations); more is better for the rest.
+LOWER_IS_BETTER = frozenset(m for m, (_, unit) in METRIC_NAMES.items() if unit in ("ms", "s"))
+
+
+def higher_is_better(metric: str) -> bool:
+    """The direction of a point metric, for regressions and comparisons. KeyError for an
+    unknown metric."""
+    METRIC_NAMES[metric]
+    return metric not in LOWER_IS_BETTER
+
+
+def metric_unit(metric: str) -> str:
+    """The unit of a point metric ("tok/s", "ms", ...). KeyError for an unknown metric."""
+    return METRIC_NAMES[metric][1]
+
+
+def metric_label(metric: str) -> str:
+    """A point metric's name with its unit, e.g. "decode speed (tok/s)", "mean TTFT (ms)".
+    KeyError for an unknown metric."""
+    name, unit = METRIC_NAMES[metric]
+    return f"{name} ({unit})"
+
+
+def _get(rec: Any, name: str, default: Any = None) -> Any:
+    if isinstance(rec, Mapping):
+        return rec.get(name, default)
+    return getattr(rec, name, default)
+
+
+def percentile(values: Sequence[float], p: float) -> float | None:
+    """Linear-interpolation percentile (numpy's default method); None for no values."""
+    if not values:
+        return None
+    xs = sorted(values)
+    if len(xs) == 1:
+        return float(xs[0])
+    rank = (p / 100.0) * (len(xs) - 1)
+    lo = math.floor(rank)
+    hi = min(lo + 1, len(xs) - 1)
+    return float(xs[lo] + (rank - lo) * (xs[hi] - xs[lo]))
+
+
+def mean(values: Sequence[float]) -> float | None:
+    return math.fsum(values) / len(values) if values else None
+
+
+def pstdev(values: Sequence[float]) -> float | None:
+    """Population standard deviation (numpy's ``np.std`` default); None for no values."""
+    if not values:
+        return None
+    m = math.fsum(values) / len(values)
+    return math.sqrt(math.fsum((v - m) ** 2 for v in values) / len(values))
+
+
+def is_success(rec: Any) -> bool:
+    """Completed = no error and at least one output token."""
+    return not _get(rec, "error_kind") and (_get(rec, "output_tokens") or 0) > 0
+
+
+def request_ttft(rec: Any) -> float | None:
+    offs = _get(rec, "chunk_offsets") or []
+    return float(offs[0]) if offs else None
+
+
+def request_e2el(rec: Any) -> float | None:
+    offs = _get(rec, "chunk_offsets") or []
+    return float(offs[-1]) if offs else None
+
+
+def request_tpot(rec: Any) -> float | None:
+    out = _get(rec, "output_tokens") or 0
+    offs = _get(rec, "chunk_offsets") or []
+    if out < 2 or not offs:
+        return None
+    return (offs[-1] - offs[0]) / (out - 1)
+
+
+def request_decode_tok_s(rec: Any) -> float | None:
+    out = _get(rec, "output_tokens") or 0
+    offs = _get(rec, "chunk_offsets") or []
+    if out < 2 or not offs or offs[-1] <= offs[0]:
+        return None
+    return (out - 1) / (offs[-1] - offs[0])
+
+
+def request_itls(rec: Any) -> list[float]:
+    """The request's inter-token gaps in seconds (see the module docstring)."""
+    offs = _get(rec, "chunk_offsets") or []
+    toks = _get(rec, "chunk_tokens") or []
+    if not offs:
+        return []
+    if len(toks) != len(offs):  # no per-chunk counts stored: one token per chunk
+        toks = [1] * len(offs)
+    gaps: list[float] = []
+    if toks[0] > 1:
+        gaps.extend([0.0] * (toks[0] - 1))
+    prev = offs[0]
+    for off, k in zip(offs[1:], toks[1:]):
+        if k > 0:
+            g = (off - prev) / k
+            gaps.extend([g] * k)
+            prev = off
+    return gaps
+
+
+def _stats(prefix: str, values_s: Sequence[float]) -> dict[str, float | None]:
+    ms = [v * 1000.0 for v in values_s]
+    return {
+        f"mean_{prefix}_ms": mean(ms),
+        f"median_{prefix}_ms": percentile(ms, 50),
+        f"std_{prefix}_ms": pstdev(ms),
+        f"p90_{prefix}_ms": percentile(ms, 90),
+        f"p99_{prefix}_ms": percentile(ms, 99),
+    }
+
+
+def max_output_tokens_per_s(records: Iterable[Any]) -> float | None:
+    """Most tokens arriving in one 1-second bucket counted from the earliest send."""
+    recs = list(records)
+    if not recs:
+        return None
+    t0 = min(_get(r, "send_time") for r in recs)
+    buckets: dict[int, int] = {}
+    for r in recs:
+        base = _get(r, "send_time") - t0
+        offs = _get(r, "chunk_offsets") or []
+        toks = _get(r, "chunk_tokens") or []
+        if len(toks) != len(offs):
+            toks = [1] * len(offs)
+        for off, k in zip(offs, toks):
+            b = int(base + off)
+            buckets[b] = buckets.get(b, 0) + k
+    return float(max(buckets.values())) if buckets else None
+
+
+def error_summary(records: Iterable[Any]) -> dict[str, dict[str, Any]]:
+    """``{kind: {"count": n, "example": message}}`` over failed records."""
+    out: dict[str, dict[str, Any]] = {}
+    for r in records:
+        if is_success(r):
+            continue
+        kind = _get(r, "error_kind") or "empty_response"
+        entry = out.setdefault(kind, {"count": 0, "example": ""})
+        entry["count"] += 1
+        if not entry["example"]:
+            entry["example"] = _get(r, "error") or (
+                "HTTP 200 with zero output tokens" if kind == "empty_response" else kind
+            )
+    return out
+
+
+def summarize(
+    results: Iterable[Any],
+    duration: float | None,
+    *,
+    client_bound: bool | None = None,
+    event_loop_lag_p99_ms: float | None = None,
+    prompt_tokens_fallback: int | None = None,
+) -> dict[str, Any]:
+    """Compute a point's metrics from its request records.
+
+    ``results``: RequestResult objects, dicts, or model rows with the same field names.
+    ``duration``: wall seconds of the measurement.  ``prompt_tokens_fallback``: the
+    prompt length to use for a completed request whose server reported none (e.g. the
+    exact count sweepcore.prompts measured).  Returns a dict with exactly :data:`SUMMARY_FIELDS`.
+    """
+    recs = list(results)
+    ok = [r for r in recs if is_success(r)]
+    completed, failed = len(ok), len(recs) - len(ok)
+
+    total_out = sum(int(_get(r, "output_tokens") or 0) for r in ok)
+    total_in: int | None = 0
+    for r in ok:
+        pt = _get(r, "prompt_tokens")
+        if pt is None:
+            pt = prompt_tokens_fallback
+        if pt is None:
+            total_in = None
+            break
+        total_in += int(pt)
+
+    rate_ok = duration is not None and duration > 0
+
+    def rate(x: float | None) -> float | None:
+        return (x / duration) if (rate_ok and x is not None) else None
+
+    ttfts = [v for v in (request_ttft(r) for r in ok) if v is not None]
+    e2els = [v for v in (request_e2el(r) for r in ok) if v is not None]
+    tpots = [v for v in (request_tpot(r) for r in ok) if v is not None]
+    itls: list[float] = []
+    for r in ok:
+        itls.extend(request_itls(r))
+    decode = [v for v in (request_decode_tok_s(r) for r in ok) if v is not None]
+
+    spec_out = spec_ct = 0
+    for r in ok:
+        ct = _get(r, "spec_verify_ct")
+        if ct:
+            spec_ct += int(ct)
+            spec_out += int(_get(r, "output_tokens") or 0)
+
+    summary: dict[str, Any] = {
+        "completed": completed,
+        "failed": failed,
+        "duration": duration,
+        "total_input_tokens": total_in,
+        "total_output_tokens": total_out,
+        "request_throughput": rate(completed),
+        "output_throughput": rate(total_out),
+        "total_token_throughput": rate(None if total_in is None else total_in + total_out),
+    }
+    for name, vals in (("ttft", ttfts), ("tpot", tpots), ("itl", itls), ("e2el", e2els)):
+        summary.update(_stats(name, vals))
+    summary["decode_tok_s"] = mean(decode)
+    summary["max_output_tokens_per_s"] = max_output_tokens_per_s(ok)
+    summary["accept_length"] = (spec_out / spec_ct) if spec_ct else None
+    summary["errors"] = error_summary(recs)
+    summary["client_bound"] = client_bound
+    summary["event_loop_lag_p99_ms"] = event_loop_lag_p99_ms
+    return {k: summary[k] for k in SUMMARY_FIELDS}

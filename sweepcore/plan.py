@@ -1,0 +1,195 @@
+"""Spec -> planned runs and points. Pure functions.
+
+A run is one server configuration: (method, parameter values, TP), minus exclusions.
+A point is one measurement of a run: workload x prompt length x concurrency.
+
+At plan time two things are decided, each with its numbers in the reason:
+- the context cap: prompt_tokens + max_new_tokens + margin above the model's declared
+  context length is ``skipped`` (the executor re-checks against the server's real
+  context length and KV capacity once it is up);
+- quarantine: a configuration matching an active KnownFailure for the host's GPU kind is
+  ``skipped`` with the failure's signature, unless the spec's options.retry_quarantined is true or names the configuration.
+"""
+
+import json
+from dataclasses import dataclass, field
+
+from sweepcore.spec import SpecError, config_label, configurations
+
+MAX_POINTS = 10_000
+
+PLANNED = "planned"
+SKIPPED = "skipped"
+
+
+@dataclass(frozen=True)
+class Quarantine:
+    """An active KnownFailure, as planning needs it."""
+
+    method: str
+    params: dict
+    tp: int
+    failure_kind: str
+    signature: str
+    id: int | None = None
+
+
+@dataclass
+class PlannedPoint:
+    workload: str
+    prompt_tokens: int | None
+    concurrency: int
+    max_new_tokens: int
+    status: str = PLANNED
+    reason: str = ""
+
+
+@dataclass
+class PlannedRun:
+    method: str
+    params: dict
+    tp: int
+    status: str = PLANNED
+    reason: str = ""
+    quarantine: Quarantine | None = None
+    retry_quarantined: bool = False
+    points: list = field(default_factory=list)
+
+    @property
+    def label(self):
+        return config_label(self.method, self.params, self.tp)
+
+
+@dataclass
+class Plan:
+    runs: list
+    warnings: list = field(default_factory=list)
+
+    @property
+    def totals(self):
+        points = [p for r in self.runs for p in r.points]
+        return {
+            "runs": len(self.runs),
+            "points": len(points),
+            "skipped_points": sum(p.status == SKIPPED for p in points),
+        }
+
+    def to_dict(self):
+        """The shape `sweep plan --json` prints."""
+        return {
+            "runs": [
+                {
+                    "method": r.method,
+                    "params": r.params,
+                    "tp": r.tp,
+                    "status": r.status,
+                    "reason": r.reason,
+                    "points": [
+                        {
+                            "workload": p.workload,
+                            "prompt_tokens": p.prompt_tokens,
+                            "concurrency": p.concurrency,
+                            "status": p.status,
+                            "reason": p.reason,
+                        }
+                        for p in r.points
+                    ],
+                }
+                for r in self.runs
+            ],
+            "totals": self.totals,
+        }
+
+
+def canonical_params(params):
+    """One string per parameter set: the key of quarantine and history lookups."""
+    return json.dumps(params or {}, sort_keys=True, separators=(",", ":"))
+
+
+def matches(rule, method, params, tp):
+    """An exclusion matches a configuration when every key it gives is equal."""
+    for key, value in rule.items():
+        if key == "method":
+            if method != value:
+                return False
+        elif key == "tp":
+            if tp != value:
+                return False
+        elif params.get(key) != value:
+            return False
+    return True
+
+
+def context_cap_reason(prompt_tokens, max_new_tokens, margin, context_length, model_name):
+    """Why a point cannot fit the declared context, or "" when it fits."""
+    total = prompt_tokens + max_new_tokens + margin
+    if total <= context_length:
+        return ""
+    return (
+        f"context cap: {prompt_tokens} + {max_new_tokens} + {margin} > {context_length} "
+        f"(prompt + max_new_tokens + margin = {total} tokens; {model_name} has a context of "
+        f"{context_length})"
+    )
+
+
+def quarantine_reason(q):
+    return f"quarantined: {q.failure_kind} seen before on this configuration and GPU kind: {q.signature}"
+
+
+def plan(spec, catalog, quarantines=()):
+    """Plan a validated Spec. Raises SpecError when it would plan more than MAX_POINTS."""
+    model = catalog.models[spec.model]
+    margin = spec.options["context_margin_tokens"]
+    retry = spec.options["retry_quarantined"]  # True, False or a list of configuration rules
+
+    configs, used_rules = [], set()
+    for method, params in configurations(spec):
+        for tp in spec.tp:
+            hit = [i for i, rule in enumerate(spec.exclude) if matches(rule, method, params, tp)]
+            used_rules.update(hit)
+            if not hit:
+                configs.append((method, params, tp))
+
+    point_shapes = [
+        (w.workload, length, c)
+        for w in spec.workloads
+        for length in (w.prompt_tokens if w.prompt_tokens is not None else (None,))
+        for c in spec.concurrency
+    ]
+    total_points = len(configs) * len(point_shapes)
+    if total_points > MAX_POINTS:
+        raise SpecError(
+            f"this sweep would plan {total_points:,} points ({len(configs)} runs x "
+            f"{len(point_shapes)} points each); the limit is {MAX_POINTS:,}: sweep fewer "
+            "parameter values, TP sizes, prompt lengths or concurrency levels, or split it"
+        )
+
+    by_config = {(q.method, canonical_params(q.params), q.tp): q for q in quarantines}
+    runs = []
+    for method, params, tp in configs:
+        run = PlannedRun(method=method, params=params, tp=tp)
+        q = by_config.get((method, canonical_params(params), tp))
+        if q is not None:
+            run.quarantine = q
+            if retry is True or (isinstance(retry, list) and any(matches(r, method, params, tp) for r in retry)):
+                run.retry_quarantined = True
+            else:
+                run.status = SKIPPED
+                run.reason = quarantine_reason(q)
+        for workload, length, concurrency in point_shapes:
+            point = PlannedPoint(workload, length, concurrency, spec.max_new_tokens)
+            if run.status == SKIPPED:
+                point.status, point.reason = SKIPPED, run.reason
+            elif length is not None:
+                reason = context_cap_reason(length, spec.max_new_tokens, margin, model.context_length, model.name)
+                if reason:
+                    point.status, point.reason = SKIPPED, reason
+            run.points.append(point)
+        runs.append(run)
+
+    warnings = [
+        f"exclude[{i}]: matches no configuration of this sweep"
+        for i in range(len(spec.exclude))
+        if i not in used_rules
+    ]
+    return Plan(runs=runs, warnings=warnings)
