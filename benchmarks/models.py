@@ -7,6 +7,8 @@ from django.db import models
 from django.db.models import Q
 from django.urls import reverse
 
+from sweepcore import kinds
+from sweepcore.methods import AUTOREGRESSIVE, LAUNCHABLE, REGISTRY, constant_name
 from sweepcore.plan import canonical_params
 from sweeplab.celery import host_queue
 
@@ -18,36 +20,22 @@ class EngineKind(models.TextChoices):
     SIMULATED = "simulated", "Simulated (simengine)"
 
 
-class Method(models.TextChoices):
-    AUTOREGRESSIVE = "autoregressive", "Autoregressive"
-    DFLASH = "dflash", "DFlash (linear speculation)"
-    DDTREE = "ddtree", "DDTree (tree speculation)"
-    PROMPT_LOOKUP = "prompt-lookup", "Prompt lookup"
-    # Imported results only (sweepcore.importers): speculative decoding whose algorithm has no
-    # method of its own here (EAGLE, MTP, n-gram ...) or that the file does not name.
-    SPECULATIVE = "speculative", "Speculative (other or unnamed algorithm)"
+def text_choices(name, module, members):
+    """Django TextChoices named ``name`` from ``(NAME, value, label)`` triples: the choices of
+    a kind or status defined in sweepcore (same values, labels and order, so no migration)."""
+    return models.TextChoices(name, [(key, (value, label)) for key, value, label in members], module=module)
 
 
-class FailureKind(models.TextChoices):
-    """Why a run did not finish. The first group comes from a server's log tail; the
-    second from Sweeplab's own checks before and around the server."""
+def enum_choices(enum, module):
+    """TextChoices of a sweepcore.kinds StrEnum, under the same class name."""
+    return text_choices(enum.__name__, module, [(m.name, m.value, m.label) for m in enum])
 
-    CUDA_ILLEGAL_INSTRUCTION = "cuda_illegal_instruction", "CUDA illegal instruction"
-    CUDA_ILLEGAL_MEMORY_ACCESS = "cuda_illegal_memory_access", "CUDA illegal memory access"
-    CUDA_OOM = "cuda_oom", "CUDA out of memory"
-    NCCL = "nccl", "NCCL error"
-    TRITON_COMPILE = "triton_compile", "Triton compile error"
-    WATCHDOG_TIMEOUT = "watchdog_timeout", "Watchdog timeout"
-    PYTHON_EXCEPTION = "python_exception", "Python exception"
-    GGML_ASSERT = "ggml_assert", "GGML assertion (llama.cpp)"
-    KILLED = "killed", "Killed"
-    UNKNOWN = "unknown", "Unknown"
-    MODEL_MISSING = "model_missing", "Model path missing"
-    MODEL_LOAD = "model_load", "Model failed to load"
-    BAD_FLAG = "bad_flag", "Rejected command-line flag"
-    PREFLIGHT = "preflight", "Preflight check failed"
-    STARTUP_TIMEOUT = "startup_timeout", "Not ready in time"
-    HUNG = "hung", "Server stopped responding"
+
+# The decoding methods of the registry (sweepcore.methods), ``speculative`` (imported results
+# only) included.
+Method = text_choices("Method", __name__, [(constant_name(m.name), m.name, m.label) for m in REGISTRY])
+# Why a run did not finish (sweepcore.kinds.FailureKind).
+FailureKind = enum_choices(kinds.FailureKind, __name__)
 
 
 class Host(models.Model):
@@ -92,18 +80,17 @@ class Engine(models.Model):
     @property
     def methods(self):
         """Methods this engine can run: autoregressive, plus those with an argv fragment."""
-        return [Method.AUTOREGRESSIVE.value] + [m for m in self.method_args if m != "autoregressive"]
+        return [AUTOREGRESSIVE] + [m for m in self.method_args if m != AUTOREGRESSIVE]
 
     def clean(self):
         errors = {}
         if not _is_list_of_strings(self.argv_template) or not self.argv_template:
             errors["argv_template"] = "a non-empty JSON list of strings"
-        launchable = [m for m in Method.values if m != Method.SPECULATIVE]  # imported results only
         if not isinstance(self.method_args, dict) or not all(
-            m in launchable and _is_list_of_strings(v) for m, v in self.method_args.items()
+            m in LAUNCHABLE and _is_list_of_strings(v) for m, v in self.method_args.items()
         ):
             errors["method_args"] = (
-                f"a JSON object mapping a method ({', '.join(launchable)}) to a list of strings"
+                f"a JSON object mapping a method ({', '.join(LAUNCHABLE)}) to a list of strings"
             )
         if not isinstance(self.env, dict) or not all(
             isinstance(k, str) and isinstance(v, str) for k, v in self.env.items()
@@ -150,10 +137,6 @@ class Workload(models.Model):
     def __str__(self):
         return self.name
 
-    @property
-    def takes_prompt_tokens(self):
-        return self.kind == WorkloadKind.SYNTHETIC
-
     def clean(self):
         if self.kind == WorkloadKind.FIXED and not self.prompt.strip():
             raise ValidationError({"prompt": "a fixed workload needs its prompt"})
@@ -161,12 +144,7 @@ class Workload(models.Model):
             raise ValidationError({"dataset_path": "a dataset workload needs its file"})
 
 
-class SweepStatus(models.TextChoices):
-    DRAFT = "draft", "Draft"
-    QUEUED = "queued", "Queued"
-    RUNNING = "running", "Running"
-    DONE = "done", "Done"
-    CANCELLED = "cancelled", "Cancelled"
+SweepStatus = enum_choices(kinds.SweepStatus, __name__)
 
 
 class SweepSource(models.TextChoices):

@@ -9,32 +9,15 @@ from django.db import models
 from django.db.models import Q
 from django.utils import timezone
 
-from benchmarks.models import FailureKind, KnownFailure, Method, Sweep, Workload
+from benchmarks.models import FailureKind, KnownFailure, Method, Sweep, Workload, enum_choices
+from sweepcore import kinds
+from sweepcore.methods import config_label
 from sweepcore.metrics import LATENCY_FIELDS
 from sweepcore.plan import canonical_params
 
 
-class RunStatus(models.TextChoices):
-    PLANNED = "planned", "Planned"
-    QUEUED = "queued", "Queued"
-    STARTING = "starting", "Starting"
-    RUNNING = "running", "Running"
-    DONE = "done", "Done"
-    CRASHED = "crashed", "Crashed"
-    FAILED = "failed", "Failed"
-    SKIPPED = "skipped", "Skipped"
-    CANCELLED = "cancelled", "Cancelled"
-
-
-class PointStatus(models.TextChoices):
-    PLANNED = "planned", "Planned"
-    OK = "ok", "OK"
-    FAILED = "failed", "Failed (requests errored)"
-    CRASHED = "crashed", "Crashed (server died during it)"
-    TIMEOUT = "timeout", "Timed out"
-    CONTEXT_OVERFLOW = "context_overflow", "Context overflow (server refused the length)"
-    SKIPPED = "skipped", "Skipped"
-    NOT_RUN = "not_run", "Not run (server died earlier)"
+RunStatus = enum_choices(kinds.RunStatus, __name__)
+PointStatus = enum_choices(kinds.PointStatus, __name__)
 
 
 class Curated(models.Model):
@@ -111,8 +94,7 @@ class Run(Curated):
 
     @property
     def config_label(self):
-        values = " ".join(f"{k}={v}" for k, v in sorted(self.params.items()))
-        return " ".join(part for part in (self.method, values, f"TP{self.tp}") if part)
+        return config_label(self.method, self.params, self.tp)
 
     def save(self, *args, **kwargs):
         self.params_key = canonical_params(self.params)

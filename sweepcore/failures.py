@@ -23,24 +23,15 @@ import re
 import signal
 from dataclasses import dataclass
 
-CUDA_ILLEGAL_INSTRUCTION = "cuda_illegal_instruction"
-CUDA_ILLEGAL_MEMORY_ACCESS = "cuda_illegal_memory_access"
-CUDA_OOM = "cuda_oom"
-NCCL = "nccl"
-TRITON_COMPILE = "triton_compile"
-WATCHDOG_TIMEOUT = "watchdog_timeout"
-PYTHON_EXCEPTION = "python_exception"
-KILLED = "killed"
-UNKNOWN = "unknown"
-MODEL_MISSING = "model_missing"
-BAD_FLAG = "bad_flag"
-GGML_ASSERT = "ggml_assert"
-MODEL_LOAD = "model_load"
+from sweepcore.kinds import FailureKind
 
 # The same configuration on the same kind of GPU fails the same way every time: these
 # are quarantined (a llama.cpp assertion checks shapes and parameters, which do not change
 # from one launch to the next). An OOM or an NCCL hiccup depends on the moment and is not.
-DETERMINISTIC = frozenset({CUDA_ILLEGAL_INSTRUCTION, CUDA_ILLEGAL_MEMORY_ACCESS, TRITON_COMPILE, GGML_ASSERT})
+DETERMINISTIC = frozenset({
+    FailureKind.CUDA_ILLEGAL_INSTRUCTION, FailureKind.CUDA_ILLEGAL_MEMORY_ACCESS, FailureKind.TRITON_COMPILE,
+    FailureKind.GGML_ASSERT,
+})
 
 
 @dataclass(frozen=True)
@@ -55,22 +46,22 @@ def rule(kind, pattern, cause):
 
 
 RULES = (
-    rule(CUDA_ILLEGAL_INSTRUCTION, r"CUDA error: an illegal instruction was encountered",
+    rule(FailureKind.CUDA_ILLEGAL_INSTRUCTION, r"CUDA error: an illegal instruction was encountered",
          "CUDA illegal instruction"),
-    rule(CUDA_ILLEGAL_MEMORY_ACCESS, r"CUDA error: an illegal memory access was encountered",
+    rule(FailureKind.CUDA_ILLEGAL_MEMORY_ACCESS, r"CUDA error: an illegal memory access was encountered",
          "CUDA illegal memory access"),
-    rule(TRITON_COMPILE, r"triton\.compiler\.errors\.\w+|CompilationError|OutOfResources: out of resource",
+    rule(FailureKind.TRITON_COMPILE, r"triton\.compiler\.errors\.\w+|CompilationError|OutOfResources: out of resource",
          "Triton kernel compile error"),
-    rule(CUDA_OOM, r"OutOfMemoryError|CUDA out of memory|CUDA error: out of memory"
+    rule(FailureKind.CUDA_OOM, r"OutOfMemoryError|CUDA out of memory|CUDA error: out of memory"
          r"|Not enough memory\. Please try to increase --mem-fraction-static"
          r"|No available memory for the cache blocks|larger than the available KV cache memory",
          "out of GPU memory"),
-    rule(NCCL, r"\bNCCL error\b|\bnccl\w*Error\b|collective operation timeout|ProcessGroupNCCL.*(?:error|timeout)",
+    rule(FailureKind.NCCL, r"\bNCCL error\b|\bnccl\w*Error\b|collective operation timeout|ProcessGroupNCCL.*(?:error|timeout)",
          "NCCL (multi-GPU communication) error"),
-    rule(WATCHDOG_TIMEOUT, r"Watchdog timeout", "the server's watchdog killed a stuck forward pass"),
-    rule(BAD_FLAG, r"error: unrecognized arguments?:|error: argument -|error: the following arguments are required",
+    rule(FailureKind.WATCHDOG_TIMEOUT, r"Watchdog timeout", "the server's watchdog killed a stuck forward pass"),
+    rule(FailureKind.BAD_FLAG, r"error: unrecognized arguments?:|error: argument -|error: the following arguments are required",
          "the server rejected its command line"),
-    rule(MODEL_MISSING, r"does not appear to have a file named|Repository Not Found|is not a local folder and is not a valid model identifier"
+    rule(FailureKind.MODEL_MISSING, r"does not appear to have a file named|Repository Not Found|is not a local folder and is not a valid model identifier"
          r"|No such file or directory.*(?:model|\.gguf|\.safetensors|config\.json)",
          "the model could not be found"),
 )
@@ -129,18 +120,18 @@ def classify(log_text, returncode=None, extra_rules=()):
     if returncode is not None and returncode < 0:
         name = _signal_name(returncode)
         if -returncode == signal.SIGKILL:
-            return Failure(KILLED, "killed by SIGKILL (out of host memory, or stopped by hand)", ())
-        return Failure(UNKNOWN, f"died of {name}", tuple(lines[-3:]))
+            return Failure(FailureKind.KILLED, "killed by SIGKILL (out of host memory, or stopped by hand)", ())
+        return Failure(FailureKind.UNKNOWN, f"died of {name}", tuple(lines[-3:]))
 
     if TRACEBACK in log_text:
         start = log_text.rfind(TRACEBACK)
         tail = log_text[start:].splitlines()
         exceptions = [line for line in tail if EXCEPTION_LINE.match(line)]
         if exceptions:
-            return Failure(PYTHON_EXCEPTION, f"Python exception: {normalise(exceptions[-1])}", (exceptions[-1].strip(),))
+            return Failure(FailureKind.PYTHON_EXCEPTION, f"Python exception: {normalise(exceptions[-1])}", (exceptions[-1].strip(),))
 
     last = next((line.strip() for line in reversed(lines) if line.strip()), "")
     if returncode is not None:
         detail = f"; last log line: {normalise(last)}" if last else "; the log is empty"
-        return Failure(UNKNOWN, f"exited with status {returncode}{detail}", (last,) if last else ())
-    return Failure(UNKNOWN, f"no known signature in the log{'; last line: ' + normalise(last) if last else ''}", (last,) if last else ())
+        return Failure(FailureKind.UNKNOWN, f"exited with status {returncode}{detail}", (last,) if last else ())
+    return Failure(FailureKind.UNKNOWN, f"no known signature in the log{'; last line: ' + normalise(last) if last else ''}", (last,) if last else ())

@@ -1,8 +1,19 @@
 """The kinds and statuses Sweeplab records, as StrEnums: one definition each. The Django
-models build their TextChoices from these (benchmarks.models, runs.models).
+models build their TextChoices from these (benchmarks.models, runs.models): same values,
+labels and order.
 """
 
 from enum import StrEnum
+
+
+class LabelledStrEnum(StrEnum):
+    """A StrEnum whose members carry a label in words: ``NAME = "value", "Label"``."""
+
+    def __new__(cls, value, label):
+        member = str.__new__(cls, value)
+        member._value_ = value
+        member.label = label
+        return member
 
 
 class RequestErrorKind(StrEnum):
@@ -18,3 +29,60 @@ class RequestErrorKind(StrEnum):
     TIMEOUT_TOTAL = "timeout_total"
     EMPTY_RESPONSE = "empty_response"
     CLIENT_ERROR = "client_error"
+
+
+class FailureKind(LabelledStrEnum):
+    """Why a run did not finish. The first group comes from a server's log tail
+    (sweepcore.failures); the second from Sweeplab's own checks before and around the server."""
+
+    CUDA_ILLEGAL_INSTRUCTION = "cuda_illegal_instruction", "CUDA illegal instruction"
+    CUDA_ILLEGAL_MEMORY_ACCESS = "cuda_illegal_memory_access", "CUDA illegal memory access"
+    CUDA_OOM = "cuda_oom", "CUDA out of memory"
+    NCCL = "nccl", "NCCL error"
+    TRITON_COMPILE = "triton_compile", "Triton compile error"
+    WATCHDOG_TIMEOUT = "watchdog_timeout", "Watchdog timeout"
+    PYTHON_EXCEPTION = "python_exception", "Python exception"
+    GGML_ASSERT = "ggml_assert", "GGML assertion (llama.cpp)"
+    KILLED = "killed", "Killed"
+    UNKNOWN = "unknown", "Unknown"
+    MODEL_MISSING = "model_missing", "Model path missing"
+    MODEL_LOAD = "model_load", "Model failed to load"
+    BAD_FLAG = "bad_flag", "Rejected command-line flag"
+    PREFLIGHT = "preflight", "Preflight check failed"
+    STARTUP_TIMEOUT = "startup_timeout", "Not ready in time"
+    HUNG = "hung", "Server stopped responding"
+
+
+class SweepStatus(LabelledStrEnum):
+    DRAFT = "draft", "Draft"
+    QUEUED = "queued", "Queued"
+    RUNNING = "running", "Running"
+    DONE = "done", "Done"
+    CANCELLED = "cancelled", "Cancelled"
+
+
+class RunStatus(LabelledStrEnum):
+    """Where one server configuration of a sweep is."""
+
+    PLANNED = "planned", "Planned"
+    QUEUED = "queued", "Queued"
+    STARTING = "starting", "Starting"
+    RUNNING = "running", "Running"
+    DONE = "done", "Done"
+    CRASHED = "crashed", "Crashed"
+    FAILED = "failed", "Failed"
+    SKIPPED = "skipped", "Skipped"
+    CANCELLED = "cancelled", "Cancelled"
+
+
+class PointStatus(LabelledStrEnum):
+    """What came of one measurement. A point with zero output tokens is never ``ok``."""
+
+    PLANNED = "planned", "Planned"
+    OK = "ok", "OK"
+    FAILED = "failed", "Failed (requests errored)"
+    CRASHED = "crashed", "Crashed (server died during it)"
+    TIMEOUT = "timeout", "Timed out"
+    CONTEXT_OVERFLOW = "context_overflow", "Context overflow (server refused the length)"
+    SKIPPED = "skipped", "Skipped"
+    NOT_RUN = "not_run", "Not run (server died earlier)"

@@ -14,12 +14,11 @@ At plan time two things are decided, each with its numbers in the reason:
 import json
 from dataclasses import dataclass, field
 
-from sweepcore.spec import SpecError, config_label, configurations
+from sweepcore.kinds import PointStatus, RunStatus
+from sweepcore.methods import config_label
+from sweepcore.spec import SpecError, configurations
 
 MAX_POINTS = 10_000
-
-PLANNED = "planned"
-SKIPPED = "skipped"
 
 
 @dataclass(frozen=True)
@@ -40,7 +39,7 @@ class PlannedPoint:
     prompt_tokens: int | None
     concurrency: int
     max_new_tokens: int
-    status: str = PLANNED
+    status: str = PointStatus.PLANNED
     reason: str = ""
 
 
@@ -49,7 +48,7 @@ class PlannedRun:
     method: str
     params: dict
     tp: int
-    status: str = PLANNED
+    status: str = RunStatus.PLANNED
     reason: str = ""
     quarantine: Quarantine | None = None
     retry_quarantined: bool = False
@@ -71,7 +70,7 @@ class Plan:
         return {
             "runs": len(self.runs),
             "points": len(points),
-            "skipped_points": sum(p.status == SKIPPED for p in points),
+            "skipped_points": sum(p.status == PointStatus.SKIPPED for p in points),
         }
 
     def to_dict(self):
@@ -174,16 +173,16 @@ def plan(spec, catalog, quarantines=()):
             if retry is True or (isinstance(retry, list) and any(matches(r, method, params, tp) for r in retry)):
                 run.retry_quarantined = True
             else:
-                run.status = SKIPPED
+                run.status = RunStatus.SKIPPED
                 run.reason = quarantine_reason(q)
         for workload, length, concurrency in point_shapes:
             point = PlannedPoint(workload, length, concurrency, spec.max_new_tokens)
-            if run.status == SKIPPED:
-                point.status, point.reason = SKIPPED, run.reason
+            if run.status == RunStatus.SKIPPED:
+                point.status, point.reason = PointStatus.SKIPPED, run.reason
             elif length is not None:
                 reason = context_cap_reason(length, spec.max_new_tokens, margin, model.context_length, model.name)
                 if reason:
-                    point.status, point.reason = SKIPPED, reason
+                    point.status, point.reason = PointStatus.SKIPPED, reason
             run.points.append(point)
         runs.append(run)
 

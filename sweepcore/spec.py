@@ -31,6 +31,8 @@ from dataclasses import dataclass, field
 
 import yaml
 
+from sweepcore.methods import METHOD_PARAMS, PARAM_NAMES, config_label
+
 # --- the catalog the spec is checked against ------------------------------------------
 
 WORKLOAD_FIXED = "fixed"
@@ -72,24 +74,6 @@ class Catalog:
     models: dict = field(default_factory=dict)
     workloads: dict = field(default_factory=dict)
 
-
-# --- methods and their parameters -----------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Param:
-    name: str
-    swept: bool  # a list, one configuration per value; else one scalar for all of them
-    default: int | None = None  # None: required
-
-
-METHOD_PARAMS = {
-    "autoregressive": (),
-    "dflash": (Param("block_size", swept=True),),
-    "ddtree": (Param("budget", swept=True), Param("topk_cap", swept=False, default=8)),
-    "prompt-lookup": (Param("num_pred_tokens", swept=True),),
-}
-PARAM_NAMES = tuple(dict.fromkeys(p.name for ps in METHOD_PARAMS.values() for p in ps))
 
 FIELDS = (
     "name",
@@ -635,10 +619,3 @@ def _expand(method_spec):
 def configurations(spec):
     """Every (method, params) the spec names, in spec order, before TP and exclusions."""
     return [config for m in spec.methods for config in _expand(m)]
-
-
-def config_label(method, params, tp=None):
-    parts = [method] + [f"{k}={v}" for k, v in params.items()]
-    if tp is not None:
-        parts.append(f"TP{tp}")
-    return " ".join(parts)

@@ -39,20 +39,13 @@ point radius, no fill, gaps at missing values) to charts.js. Marker datasets car
 from collections import defaultdict, namedtuple
 from functools import partial
 
-from benchmarks.models import Method
 from runs.models import Point, PointStatus, Run
+from sweepcore.methods import AUTOREGRESSIVE, METHODS, config_label
 from sweepcore.metrics import metric_label
 
-# -- The palette: one place. A hue per method; shades per parameter value / TP. -----------
+# -- The palette: one place. A hue per method (sweepcore.methods); shades per parameter value / TP.
 
-METHOD_COLOURS = {
-    # method: (hue, saturation %)
-    Method.AUTOREGRESSIVE.value: (215, 12),  # slate grey
-    Method.DFLASH.value: (212, 78),  # blue
-    Method.DDTREE.value: (24, 88),  # orange
-    Method.PROMPT_LOOKUP.value: (275, 55),  # purple
-}
-OTHER_METHOD_COLOUR = (160, 45)
+OTHER_METHOD_COLOUR = (160, 45)  # a method the registry gives no colour
 SHADE_LIGHTNESS = (32, 68)  # darkest and lightest shade, in %
 
 # Markers for points without a measurement: colour as the status badges, a shape each.
@@ -100,11 +93,6 @@ FAMILIES = {
     "concurrency": "Output throughput against concurrency",
 }
 FAMILY_AT_ONCE = 12  # a family with more charts is opened one chart at a time
-# The parameter that sets how far each speculative method looks ahead.
-SPEC_PARAMETER = {
-    Method.DDTREE.value: ("budget", "DDTree budget"),
-    Method.DFLASH.value: ("block_size", "DFlash block size"),
-}
 
 
 def hsl(hue, saturation, lightness, alpha=None):
@@ -115,7 +103,7 @@ def hsl(hue, saturation, lightness, alpha=None):
 
 def shades(method, count):
     """``count`` shades of the method's colour, darkest first."""
-    hue, saturation = METHOD_COLOURS.get(method, OTHER_METHOD_COLOUR)
+    hue, saturation = _method_colour(method)
     low, high = SHADE_LIGHTNESS
     if count <= 1:
         return [hsl(hue, saturation, (low + high) // 2)]
@@ -123,10 +111,15 @@ def shades(method, count):
     return [hsl(hue, saturation, round(low + i * step)) for i in range(count)]
 
 
-def config_label(method, params, tp):
-    """As Run.config_label, from plain values."""
-    values = " ".join(f"{k}={v}" for k, v in sorted((params or {}).items()))
-    return " ".join(part for part in (method, values, f"TP{tp}") if part)
+def _method_colour(method):
+    entry = METHODS.get(method)
+    return entry.colour if entry is not None and entry.colour is not None else OTHER_METHOD_COLOUR
+
+
+def _lookahead(method):
+    """The registry's look-ahead parameter of a method (sweepcore.methods.Lookahead), or None."""
+    entry = METHODS.get(method)
+    return entry.lookahead if entry is not None else None
 
 
 def _sort_value(value):
@@ -358,10 +351,10 @@ def speedup_chart(configs, shapes, many, chart_id="speedup", title=SPEEDUP_TITLE
     labels = [_point_label(s, many) for s in shapes]
     # The baseline is the autoregressive run of the configuration's own sweep at its TP: in a
     # selection of runs from several sweeps, another sweep's run is no baseline.
-    baselines = {(c.sweep_id, c.tp): c for c in configs if c.method == Method.AUTOREGRESSIVE}
+    baselines = {(c.sweep_id, c.tp): c for c in configs if c.method == AUTOREGRESSIVE}
     datasets, failures = [], []
     for config in configs:
-        if config.method == Method.AUTOREGRESSIVE:
+        if config.method == AUTOREGRESSIVE:
             continue
         baseline = baselines.get((config.sweep_id, config.tp))
         data = []
@@ -467,8 +460,8 @@ def _accept_lines(configs, workload):
     """(method, tp) -> [(parameter value, mean accept length, failure, config)] of a workload."""
     lines = defaultdict(list)
     for config in configs:
-        parameter = SPEC_PARAMETER.get(config.method)
-        if parameter is None or parameter[0] not in config.params:
+        lookahead = _lookahead(config.method)
+        if lookahead is None or lookahead.param not in config.params:
             continue
         points = [p for (w, _, _), p in config.points.items() if w == workload]
         if not points:
@@ -477,7 +470,7 @@ def _accept_lines(configs, workload):
         value = significant(sum(values) / len(values)) if values else None
         failed = [_failure(p) for p in points if _failure(p)]
         failure = failed[0] if value is None and failed else None
-        lines[(config.method, config.tp)].append((config.params[parameter[0]], value, failure, config))
+        lines[(config.method, config.tp)].append((config.params[lookahead.param], value, failure, config))
     return lines
 
 
@@ -491,8 +484,8 @@ def accept_length_chart(lines, chart_id, title):
         entries.sort(key=lambda e: _sort_value(e[0]))
         colour = shades(method, len(tps[method]))[tps[method].index(tp)]  # a shade per TP
         datasets.append({
-            "kind": "value", "type": "line", "label": f"{method} TP{tp} ({SPEC_PARAMETER[method][1]})",
-            "method": method, "tp": tp, "parameter": SPEC_PARAMETER[method][0],
+            "kind": "value", "type": "line", "label": f"{method} TP{tp} ({_lookahead(method).label})",
+            "method": method, "tp": tp, "parameter": _lookahead(method).param,
             "data": [{"x": x, "y": value, "config": config.label} for x, value, _, config in entries],
             "backgroundColor": colour, "borderColor": colour,
         })
@@ -546,8 +539,8 @@ def chart_entries(configs):
         return []
     many = len({shape[2] for shape in shapes}) > 1
     entries = [Entry(OVERVIEW, "decode_tok_s", DECODE_TITLE, partial(decode_chart, configs, shapes, many))]
-    if any(c.method == Method.AUTOREGRESSIVE for c in configs) and any(
-        c.method != Method.AUTOREGRESSIVE for c in configs
+    if any(c.method == AUTOREGRESSIVE for c in configs) and any(
+        c.method != AUTOREGRESSIVE for c in configs
     ):
         entries.append(Entry(OVERVIEW, "speedup", SPEEDUP_TITLE, partial(speedup_chart, configs, shapes, many)))
     for family in (prompt_length_charts, latency_charts, accept_length_charts, concurrency_charts):

@@ -14,11 +14,12 @@ The method (shown to users beside the figure):
 """
 
 from dataclasses import dataclass
-from statistics import median
 
 from django.db.models import F, Min
 
-from sweepcore.plan import PLANNED, canonical_params
+from sweepcore.kinds import PointStatus
+from sweepcore.metrics import percentile
+from sweepcore.plan import canonical_params
 
 RECENT = 5
 HISTORY_ROWS = 20_000  # newest ok points read; older ones do not change a median of 5
@@ -45,17 +46,17 @@ def estimate(the_plan, requests_per_point, warmup_requests, history):
     startup_total = 0.0
     all_startups = [s for values in history.startup_seconds.values() for s in values[:RECENT]]
     for run in the_plan.runs:
-        planned = [p for p in run.points if p.status == PLANNED]
+        planned = [p for p in run.points if p.status == PointStatus.PLANNED]
         if not planned:
             continue
         runs += 1
         startups = history.startup_seconds.get((run.method, run.tp)) or all_startups
-        startup_total += median(startups[:RECENT]) if startups else 0.0
+        startup_total += percentile(startups[:RECENT], 50) if startups else 0.0
         for p in planned:
             key = point_key(run.method, run.params, run.tp, p.workload, p.prompt_tokens, p.concurrency, p.max_new_tokens)
             past = history.point_seconds_per_request.get(key)
             if past:
-                known.append(median(past[:RECENT]) * requests)
+                known.append(percentile(past[:RECENT], 50) * requests)
             else:
                 unknown += 1
     if not known:

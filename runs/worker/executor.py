@@ -709,7 +709,7 @@ class RunExecutor:
         tail = self.log_tail()
         adapter = get_adapter(self.run.sweep.engine.kind)
         failure = failures.classify(tail, self.server.proc.poll(), extra_rules=adapter.log_rules)
-        if died.kind and failure.kind == failures.UNKNOWN:
+        if died.kind and failure.kind == failures.FailureKind.UNKNOWN:
             return failures.Failure(died.kind, f"{died.detail}; the process is alive but not answering", failure.lines)
         return failure
 

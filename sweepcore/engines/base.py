@@ -9,6 +9,8 @@ from dataclasses import dataclass, field
 
 import requests
 
+from sweepcore.methods import AUTOREGRESSIVE, PARAM_TYPES
+
 PLACEHOLDERS = {
     "python": str,
     "model_path": str,
@@ -17,11 +19,8 @@ PLACEHOLDERS = {
     "port": int,
     "tp": int,
     "context_length": int,
-    "block_size": int,
-    "budget": int,
-    "topk_cap": int,
-    "num_pred_tokens": int,
-    "speculative_config": str,
+    **PARAM_TYPES,  # the methods' parameters (sweepcore.methods)
+    "speculative_config": str,  # built by the vLLM adapter
 }
 
 # Short timeouts: these calls are probes between points, not measurements.
@@ -42,7 +41,7 @@ class LaunchValues:
     port: int
     tp: int
     context_length: int
-    method: str = "autoregressive"
+    method: str = AUTOREGRESSIVE
     params: dict = field(default_factory=dict)
     draft_model_path: str = ""
 
@@ -115,7 +114,7 @@ class EngineAdapter:
         fragment. Autoregressive has no fragment."""
         filled = self.placeholder_values(values)
         argv = render(template, filled)
-        if values.method != "autoregressive":
+        if values.method != AUTOREGRESSIVE:
             fragment = method_args.get(values.method)
             if fragment is None:
                 raise ArgvError(f"this engine defines no arguments for method {values.method!r}")

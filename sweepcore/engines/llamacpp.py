@@ -41,16 +41,18 @@ import re
 import requests
 
 from sweepcore.engines.base import EngineAdapter, ServerLimits, get_json
-from sweepcore.failures import GGML_ASSERT, MODEL_LOAD, MODEL_MISSING, rule
+from sweepcore.failures import rule
+from sweepcore.kinds import FailureKind
+from sweepcore.methods import AUTOREGRESSIVE
 
 # llama.cpp's ggml_abort: "<file>:<line>: GGML_ASSERT(<condition>) failed".
 LOG_RULES = (
-    rule(GGML_ASSERT, r"GGML_ASSERT\(.*\) failed", "llama.cpp assertion failed"),
-    rule(MODEL_MISSING, r"Model path does not exist", "the model file could not be found"),
+    rule(FailureKind.GGML_ASSERT, r"GGML_ASSERT\(.*\) failed", "llama.cpp assertion failed"),
+    rule(FailureKind.MODEL_MISSING, r"Model path does not exist", "the model file could not be found"),
     # The first line says why ("… data is not within the file bounds, model is corrupted
     # or incomplete"); the Python error after it only names the file.
-    rule(MODEL_LOAD, r"error loading model:", "llama.cpp could not load the model"),
-    rule(MODEL_LOAD, r"Failed to load model from file", "llama.cpp could not load the model"),
+    rule(FailureKind.MODEL_LOAD, r"error loading model:", "llama.cpp could not load the model"),
+    rule(FailureKind.MODEL_LOAD, r"Failed to load model from file", "llama.cpp could not load the model"),
 )
 
 N_CTX_LOG = re.compile(r"^llama_context:\s+n_ctx\s+=\s+(\d+)\s*$", re.MULTILINE)
@@ -157,6 +159,6 @@ class LlamaCppAdapter(EngineAdapter):
             return {}
         figures = {"server_reported": {"source": "llama_perf_context_print", **sums}}
         # Only autoregressive decoding is all single-token eval steps.
-        if method == "autoregressive" and sums["eval_ms"] > 0:
+        if method == AUTOREGRESSIVE and sums["eval_ms"] > 0:
             figures["server_decode_tok_s"] = sums["eval_runs"] / sums["eval_ms"] * 1000.0
         return figures

@@ -4,7 +4,8 @@
 - Limits: `/v1/models` `data[0].max_model_len`; KV capacity from `/metrics`
   `vllm:cache_config_info{num_gpu_blocks=…, block_size=…}` (blocks × block size).
 - Speculation: `--speculative-config` takes JSON; the `{speculative_config}` placeholder
-  is built here from the method's parameters. Accept length for one point comes from the
+  is built here from the method's parameters (vLLM's name for the method and the parameter
+  giving the draft length: sweepcore.methods). Accept length for one point comes from the
   deltas of `vllm:spec_decode_num_accepted_tokens_total` and
   `vllm:spec_decode_num_drafts_total`: 1 + Δaccepted / Δdrafts.
 - Version: `GET /version`.
@@ -14,12 +15,9 @@ import json
 import re
 
 from sweepcore.engines.base import EngineAdapter, ServerLimits, get_json, get_text
+from sweepcore.methods import engine_args
 
-# Our method names -> vLLM's speculative methods and the parameter giving the draft length.
-SPECULATIVE = {
-    "prompt-lookup": ("ngram", "num_pred_tokens"),
-    "dflash": ("dflash", "block_size"),
-}
+NGRAM = "ngram"  # vLLM's prompt-lookup speculation: no draft model, a lookup window instead
 
 METRIC_LINE = re.compile(r"^(?P<name>[a-zA-Z_:][\w:]*)(?:\{(?P<labels>[^}]*)\})?\s+(?P<value>\S+)")
 
@@ -56,12 +54,13 @@ class VLLMAdapter(EngineAdapter):
 
     def placeholder_values(self, values):
         filled = values.as_dict()
-        if values.method in SPECULATIVE:
-            method, length_param = SPECULATIVE[values.method]
-            config = {"method": method, "num_speculative_tokens": values.params[length_param]}
-            if method == "ngram":
-                config["prompt_lookup_max"] = values.params[length_param]
-            if values.draft_model_path and method != "ngram":
+        args = engine_args(values.method, self.kind)
+        if args is not None and args.draft_length:
+            length = values.params[args.draft_length]
+            config = {"method": args.name, "num_speculative_tokens": length}
+            if args.name == NGRAM:
+                config["prompt_lookup_max"] = length
+            if values.draft_model_path and args.name != NGRAM:
                 config["model"] = values.draft_model_path
             filled["speculative_config"] = json.dumps(config, separators=(",", ":"))
         return filled

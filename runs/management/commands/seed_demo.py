@@ -13,9 +13,16 @@ from django.core.management.base import BaseCommand
 from django.db import transaction
 
 from benchmarks.models import LLM, Engine, EngineKind, Host, Workload, WorkloadKind
+from sweepcore.methods import REGISTRY
 from sweepcore.prompts import FIBONACCI_PROMPT
 
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+
+
+def method_args(kind):
+    """A demo engine's argv fragment per method: what the registry (sweepcore.methods) says
+    an engine of this kind takes, for every method it can run that has one."""
+    return {m.name: list(m.engines[kind].fragment) for m in REGISTRY if kind in m.engines and m.engines[kind].fragment}
 
 HOSTS = [
     {
@@ -42,12 +49,7 @@ ENGINES = [
             "{python}", "-m", "llama_cpp.server", "--model", "{model_path}",
             "--n_ctx", "{context_length}", "--host", "{host}", "--port", "{port}",
         ],
-        "method_args": {
-            "prompt-lookup": [
-                "--draft_model", "prompt-lookup-decoding",
-                "--draft_model_num_pred_tokens", "{num_pred_tokens}",
-            ],
-        },
+        "method_args": method_args(EngineKind.LLAMACPP),
         "readiness_timeout_s": 300,
         "description": "llama-cpp-python's OpenAI-compatible server on the CPU.",
     },
@@ -59,13 +61,7 @@ ENGINES = [
             "--context-length", "{context_length}", "--host", "{host}", "--port", "{port}",
             "--profile", "rtxpro6000-sm120", "--gpus", "8",
         ],
-        "method_args": {
-            "dflash": ["--speculative-algorithm", "DFLASH", "--speculative-num-draft-tokens", "{block_size}"],
-            "ddtree": [
-                "--speculative-algorithm", "DDTREE", "--speculative-ddtree-budget", "{budget}",
-                "--speculative-ddtree-topk-cap", "{topk_cap}",
-            ],
-        },
+        "method_args": method_args(EngineKind.SIMULATED),
         "readiness_timeout_s": 600,
         "description": "simengine speaking SGLang's API, modelling an SM120 host.",
     },
