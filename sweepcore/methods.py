@@ -69,6 +69,8 @@ class Lookahead:
 
 @dataclass(frozen=True)
 class DecodingMethod:
+    """One entry of the registry: what the module docstring lists."""
+
     name: str
     label: str
     params: tuple = ()
@@ -96,8 +98,11 @@ def _vllm(config_method, draft_length):
     return EngineArgs(("--speculative-config", "{speculative_config}"), name=config_method, draft_length=draft_length)
 
 
+# simengine takes SGLang's flags: both kinds launch a method the same way.
 _DFLASH_SGLANG = _sglang("DFLASH", "--speculative-num-draft-tokens", "{block_size}")
-_DDTREE_SGLANG = _sglang("DDTREE", "--speculative-ddtree-budget", "{budget}", "--speculative-ddtree-topk-cap", "{topk_cap}")
+_DDTREE_SGLANG = _sglang(
+    "DDTREE", "--speculative-ddtree-budget", "{budget}", "--speculative-ddtree-topk-cap", "{topk_cap}"
+)
 
 REGISTRY = (
     DecodingMethod(

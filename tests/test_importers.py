@@ -1,5 +1,5 @@
 """Importers of vLLM / SGLang result files: the pure parsers on real-shaped samples (written
-from the fields the tools' sources write, see runs/importers.py), detection, malformed files,
+from the fields the tools' sources write, see sweepcore/importers/), detection, malformed files,
 the database import, idempotence, the command, and imported points in history and charts."""
 
 import json
