@@ -14,16 +14,8 @@ from __future__ import annotations
 from typing import Any
 
 from sweepcore.importers.common import (
-    Doc,
-    ImportedFile,
-    ImportedPoint,
-    STAT_NAMES,
-    clean_extra,
-    load_documents,
-    make_point,
-    method_of,
-    tp_of,
-    workload_of,
+    Doc, ImportedFile, ImportedPoint, STAT_NAMES, clean_extra, load_documents, make_point, method_of,
+    tp_of, workload_of,
 )
 
 FORMAT = "sglang-one-batch"
