@@ -161,9 +161,10 @@ def test_a_form_post_saves_the_sweep_it_describes_and_a_bad_one_keeps_the_form(d
     bad = client.post(reverse("sweep-new"), {"editor": "form", "spec_json": json.dumps({**SMALL, "tp": [3, 16]}),
                                               "action": "draft"})
     assert bad.status_code == 400 and not Sweep.objects.exists()
-    boot = bad.context["builder"]
-    assert boot["editor"] == "form" and boot["data"]["tp"] == [3, 16]
-    assert {e["path"] for e in boot["errors"]} == {"tp[1]"}
+    # The form is drawn again from the data sent, with the error on the field it names.
+    assert bad.context["editor"] == "form" and json.loads(bad.context["spec_json"])["tp"] == [3, 16]
+    tp_field = bad.context["form"].with_path()["tp"]
+    assert [e["path"] for e in tp_field.errors] == ["tp[1]"] and bad.context["errors"] == []
     response = client.post(reverse("sweep-new"), {"editor": "form", "spec_json": json.dumps(SMALL), "action": "draft"})
     sweep = Sweep.objects.get()
     assert response.status_code == 302 and sweep.name == "form-made" and sweep.runs.count() == 3

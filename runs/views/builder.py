@@ -1,4 +1,5 @@
-"""The sweep builder (/sweeps/new/) and its plan preview."""
+"""The sweep builder (/sweeps/new/): its form and YAML views of a spec, drawn by the server,
+and the plan preview (a JSON endpoint, and the partial the page swaps in)."""
 
 import json
 from pathlib import Path
@@ -16,7 +17,8 @@ from runs.lifecycle import SweepStateError, create_sweep, launch_sweep, plan_spe
 from runs.results.estimate import estimate as estimate_duration
 from runs.results.estimate import load_history
 from runs.roles import reader_required
-from sweepcore.spec import DEFAULTS, METHOD_PARAMS, OPTION_DEFAULTS, SpecError, dump_yaml, load_yaml, validate
+from runs.views.builder_forms import LISTS, SpecForm, add_entry, remove_entry, retry_ticked
+from sweepcore.spec import SpecError, dump_yaml, load_yaml, validate
 
 BUILDER_EXAMPLE = Path(settings.BASE_DIR) / "examples" / "qwen3.6-27b-sm120.yaml"
 
@@ -33,12 +35,13 @@ def _error_entries(errors):
     return entries
 
 
-def builder_input(post):
-    """The spec data the builder sent, and its YAML text.
+def _read(post, catalog):
+    """(data, yaml_text, drawn) of what the builder sent.
 
-    The form view sends ``spec_json`` (the data it edits) with ``editor=form``; the YAML
-    view sends ``spec_yaml``. Returns (data, yaml_text); data is None when the text does
-    not parse, and SpecError is raised with the parse error."""
+    The form view sends ``spec_json`` (the data it was drawn from) with ``editor=form``,
+    and with ``fields`` its controls, whose changed values edit that data; the YAML view
+    sends ``spec_yaml``. ``drawn`` is the form as the page drew it, or None. SpecError is
+    raised with the parse error when the text does not parse."""
     if post.get("editor") == "form":
         raw = post.get("spec_json", "")
         if len(raw) > SPEC_JSON_MAX_BYTES:
@@ -47,9 +50,17 @@ def builder_input(post):
             data = json.loads(raw)
         except ValueError as exc:
             raise SpecError(f"spec: the form sent data that is not JSON ({exc})") from None
-        return data, dump_yaml(data) if isinstance(data, dict) else ""
+        drawn = SpecForm(data, catalog) if post.get("fields") and isinstance(data, dict) else None
+        if drawn is not None:
+            data = drawn.edited(post)
+        return data, dump_yaml(data) if isinstance(data, dict) else "", drawn
     text = post.get("spec_yaml", "")
-    return load_yaml(text, source="spec"), text
+    return load_yaml(text, source="spec"), text, None
+
+
+def builder_input(post, catalog):
+    """The spec data the builder sent, and its YAML text (see ``_read``)."""
+    return _read(post, catalog)[:2]
 
 
 def _quarantine_rule(run):
@@ -59,12 +70,22 @@ def _quarantine_rule(run):
 def plan_preview(post):
     """What the builder shows: the spec as data and as YAML, its validation errors, or the
     plan's runs, skips, quarantines and the duration estimate."""
-    try:
-        data, text = builder_input(post)
-    except SpecError as exc:
-        return {"valid": False, "parsed": False, "errors": _error_entries(exc.errors)}
-    answer = {"parsed": True, "data": data, "spec_yaml": text}
     catalog = load_catalog()
+    try:
+        data, text = builder_input(post, catalog)
+    except SpecError as exc:
+        return unparsed(exc)
+    return preview(data, text, catalog)
+
+
+def unparsed(exc):
+    """The preview of a text that does not parse."""
+    return {"valid": False, "parsed": False, "errors": _error_entries(exc.errors)}
+
+
+def preview(data, text, catalog):
+    """The preview of parsed spec data (see ``plan_preview``)."""
+    answer = {"parsed": True, "data": data, "spec_yaml": text}
     try:
         spec = validate(data, catalog)
         the_plan = plan_spec(spec, catalog)
@@ -105,18 +126,37 @@ def plan_preview(post):
     }
 
 
-def builder_catalog(catalog):
-    """What the form offers: the catalog's names and what each method takes."""
+def yaml_view_text(data, text):
+    """The YAML view's text of the data: the text as written (comments and all) while it
+    still says the same, else the data's own YAML."""
+    try:
+        if text and load_yaml(text) == data:
+            return text
+    except SpecError:
+        pass
+    return dump_yaml(data)
+
+
+def _page_answer(answer):
+    """The preview as the page draws it: each quarantine's rule also as the JSON its
+    "retry anyway" box sends back."""
+    quarantined = [{**q, "rule_json": json.dumps(q["rule"])} for q in answer.get("quarantined", ())]
+    return {**answer, "quarantined": quarantined}
+
+
+def builder_context(request, editor, data, text, answer, catalog, errors=()):
+    """What the builder's templates draw: the form (or the YAML view), the errors placed on
+    the fields they name, and the plan preview."""
+    form = SpecForm(data, catalog) if editor == "form" and isinstance(data, dict) else None
+    shown = answer["errors"] + [e for e in errors if e not in answer["errors"]]
     return {
-        "hosts": [{"name": h.name, "gpu_count": h.gpu_count, "gpu_model": h.gpu_model} for h in catalog.hosts.values()],
-        "engines": [{"name": e.name, "kind": e.kind, "methods": list(e.methods)} for e in catalog.engines.values()],
-        "models": [{"name": m.name, "context_length": m.context_length} for m in catalog.models.values()],
-        "workloads": [{"name": w.name, "kind": w.kind} for w in catalog.workloads.values()],
-        "method_params": {
-            method: [{"name": p.name, "swept": p.swept, "default": p.default} for p in params]
-            for method, params in METHOD_PARAMS.items()
-        },
-        "defaults": {**DEFAULTS, "options": OPTION_DEFAULTS},
+        "editor": "form" if form else "yaml",
+        "form": form,
+        "spec_json": json.dumps(data) if form else "",
+        "spec_yaml": text,
+        "answer": _page_answer(answer),
+        "errors": form.place(shown) if form else shown,
+        "can_launch": request.user.has_perm("benchmarks.launch_sweep"),
     }
 
 
@@ -124,55 +164,45 @@ def builder_catalog(catalog):
 @permission_required("benchmarks.add_sweep", raise_exception=True)
 def sweep_new(request):
     """GET: the builder (from the example, or ?clone=ID). POST: save as draft, or launch."""
-    errors = []
-    data = None
-    editor = "form"
-    if request.method == "POST":
-        launch = request.POST.get("action") == "launch"
-        if launch and not request.user.has_perm("benchmarks.launch_sweep"):
-            return HttpResponseForbidden("You may save drafts but not launch sweeps.")
-        editor = "form" if request.POST.get("editor") == "form" else "yaml"
-        spec_text = request.POST.get("spec_yaml", "")
-        catalog = load_catalog()
-        try:
-            data, spec_text = builder_input(request.POST)
-            spec = validate(data, catalog)
-            sweep, _ = create_sweep(spec, owner=request.user, catalog=catalog)
-            if launch:
-                launch_sweep(sweep)
-        except (SpecError, SweepStateError) as exc:
-            errors = _error_entries(exc.errors if isinstance(exc, SpecError) else [str(exc)])
-            if data is None:
-                editor = "yaml"  # the text does not parse: the form has nothing to show
-        else:
-            verb = "launched" if launch else "saved as a draft"
-            messages.success(request, f"Sweep #{sweep.pk} {verb}.")
-            return redirect("sweep-detail", sweep_id=sweep.pk)
-    else:
-        catalog = load_catalog()
+    catalog = load_catalog()
+    if request.method != "POST":
         clone = request.GET.get("clone")
         source = Sweep.objects.filter(pk=clone).first() if clone and clone.isdigit() else None
         if source is not None:
-            spec_text = dump_yaml(source.spec)
-        elif BUILDER_EXAMPLE.exists():
-            spec_text = BUILDER_EXAMPLE.read_text()
+            text = dump_yaml(source.spec)
         else:
-            spec_text = ""
+            text = BUILDER_EXAMPLE.read_text() if BUILDER_EXAMPLE.exists() else ""
         try:
-            data = load_yaml(spec_text, source="spec")
-        except SpecError:
-            editor = "yaml"
-    return render(
-        request,
-        "runs/sweep_new.html",
-        {
-            "spec_yaml": spec_text,
-            "errors": errors,
-            "builder": {"data": data, "errors": errors, "editor": editor, "catalog": builder_catalog(catalog)},
-            "can_launch": request.user.has_perm("benchmarks.launch_sweep"),
-        },
-        status=400 if errors else 200,
-    )
+            data = load_yaml(text, source="spec")
+        except SpecError as exc:
+            return _builder_page(request, "yaml", None, text, unparsed(exc), catalog)
+        return _builder_page(request, "form", data, text, preview(data, text, catalog), catalog)
+
+    launch = request.POST.get("action") == "launch"
+    if launch and not request.user.has_perm("benchmarks.launch_sweep"):
+        return HttpResponseForbidden("You may save drafts but not launch sweeps.")
+    editor = "form" if request.POST.get("editor") == "form" else "yaml"
+    try:
+        data, text = builder_input(request.POST, catalog)
+    except SpecError as exc:
+        return _builder_page(request, "yaml", None, request.POST.get("spec_yaml", ""), unparsed(exc), catalog,
+                             status=400)
+    try:
+        spec = validate(data, catalog)
+        sweep, _ = create_sweep(spec, owner=request.user, catalog=catalog)
+        if launch:
+            launch_sweep(sweep)
+    except (SpecError, SweepStateError) as exc:
+        errors = _error_entries(exc.errors if isinstance(exc, SpecError) else [str(exc)])
+        return _builder_page(request, editor, data, text, preview(data, text, catalog), catalog, errors, status=400)
+    verb = "launched" if launch else "saved as a draft"
+    messages.success(request, f"Sweep #{sweep.pk} {verb}.")
+    return redirect("sweep-detail", sweep_id=sweep.pk)
+
+
+def _builder_page(request, editor, data, text, answer, catalog, errors=(), status=200):
+    return render(request, "runs/sweep_new.html", builder_context(request, editor, data, text, answer, catalog, errors),
+                  status=status)
 
 
 @reader_required
@@ -180,3 +210,84 @@ def sweep_new(request):
 @permission_required("benchmarks.add_sweep", raise_exception=True)
 def sweep_plan_preview(request):
     return JsonResponse(plan_preview(request.POST))
+
+
+@reader_required
+@require_POST
+@permission_required("benchmarks.add_sweep", raise_exception=True)
+def builder_preview(request):
+    """The plan preview of the builder as it is now (every edit posts it), with the errors
+    placed on the fields the page drew: htmx swaps the preview in and the errors out of band."""
+    catalog = load_catalog()
+    try:
+        data, text, drawn = _read(request.POST, catalog)
+        answer = preview(data, text, catalog)
+    except SpecError as exc:
+        drawn, answer = None, unparsed(exc)
+    errors = drawn.place(answer["errors"]) if drawn else answer["errors"]
+    slots = drawn.with_path().values() if drawn else ()
+    return render(request, "runs/partials/builder_update.html",
+                  {"answer": _page_answer(answer), "errors": errors, "slots": slots})
+
+
+MUST_PARSE = {"path": "", "message": "The YAML must parse before the form can show it."}
+
+
+@reader_required
+@require_POST
+@permission_required("benchmarks.add_sweep", raise_exception=True)
+def builder_edit(request):
+    """An edit that changes the builder itself: a list entry added or removed, a choice
+    that changes what the form offers, a quarantine's "retry anyway", the other view.
+    Answers the builder drawn again."""
+    post, catalog = request.POST, load_catalog()
+    editor = "form" if post.get("editor") == "form" else "yaml"
+    try:
+        data, text, _ = _read(post, catalog)
+    except SpecError as exc:
+        answer = unparsed(exc)
+        if post.get("op") == "editor" and post.get("to") == "form":
+            answer["errors"].insert(0, MUST_PARSE)
+        return _builder_body(request, "yaml", None, post.get("spec_yaml", ""), answer, catalog)
+    op, errors = post.get("op"), []
+    if op == "editor":
+        editor = "form" if post.get("to") == "form" else "yaml"
+        if editor == "form" and not isinstance(data, dict):
+            editor, errors = "yaml", [MUST_PARSE]
+    elif isinstance(data, dict) and op in ("add", "remove", "retry"):
+        _edit(data, post, catalog)
+        text = dump_yaml(data)
+    if editor == "form" or op == "editor":
+        text = yaml_view_text(data, post.get("spec_yaml", "")) if isinstance(data, dict) else text
+    return _builder_body(request, editor, data, text, preview(data, text, catalog), catalog, errors)
+
+
+def _edit(data, post, catalog):
+    """Apply one of the builder's edits to the data."""
+    op, key = post.get("op"), post.get("list")
+    if op == "add" and key in LISTS:
+        add_entry(data, key, catalog)
+    elif op == "remove" and key in LISTS and post.get("index", "").isdigit():
+        remove_entry(data, key, int(post["index"]))
+    elif op == "retry":
+        retry_ticked(data, _rules(post.getlist("retry-shown")), _rules(post.getlist("retry")))
+
+
+def _rules(values):
+    """Configuration rules sent back as JSON; anything else is dropped."""
+    rules = []
+    for value in values:
+        try:
+            rule = json.loads(value)
+        except ValueError:
+            continue
+        if isinstance(rule, dict):
+            rules.append(rule)
+    return rules
+
+
+def _builder_body(request, editor, data, text, answer, catalog, errors=()):
+    context = builder_context(request, editor, data, text, answer, catalog)
+    if errors:  # said first, above what the preview found
+        context["errors"] = list(errors) + context["errors"]
+    return render(request, "runs/partials/builder_body.html", context)
