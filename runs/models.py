@@ -10,6 +10,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from benchmarks.models import FailureKind, KnownFailure, Method, Sweep, Workload
+from runs.managers import RunManager
 from sweepcore.metrics import LATENCY_FIELDS
 from sweepcore.plan import canonical_params
 
@@ -89,6 +90,8 @@ class Run(Curated):
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = RunManager.of(RunStatus)
 
     class Meta:
         constraints = [

@@ -40,7 +40,7 @@ def fault_engine(base, *faults, readiness_timeout_s=60):
     for fault in faults:
         argv += ["--fault", fault]
     return Engine.objects.create(
-        name="sim-" + "-".join(f.replace(":", "") for f in faults) or "sim-plain",
+        name="sim-" + ("-".join(f.replace(":", "") for f in faults) or "plain"),
         kind="simulated", argv_template=argv, method_args=base.method_args,
         readiness_timeout_s=readiness_timeout_s,
     )
