@@ -167,7 +167,7 @@ def test_a_crash_after_some_requests_keeps_what_was_measured(catalog):
     crashed = run.points.get(status="crashed")
     assert "illegal instruction" in crashed.reason
     assert crashed.requests.count() == 2  # the evidence is kept
-    assert run.points.get(status="not_run").reason.startswith(f"server died during long-context 1000 tokens x1: ")
+    assert run.points.get(status="not_run").reason.startswith("server died during long-context 1000 tokens x1: ")
 
 
 @pytest.mark.slow

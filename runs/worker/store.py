@@ -13,7 +13,7 @@ from django.db import connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from benchmarks.models import FailureKind, Host, KnownFailure, SweepStatus
+from benchmarks.models import FailureKind, Host, KnownFailure, Sweep, SweepStatus
 from runs.models import Point, PointStatus, RequestRecord, Run, RunEvent, RunEventKind, RunStatus, TelemetrySample
 from sweepcore import metrics
 
@@ -81,8 +81,8 @@ class RunStore:
         return sweep.status == SweepStatus.CANCELLED
 
     def mark_sweep_running(self):
-        sweep = self.run.sweep
-        type(sweep).objects.filter(pk=sweep.pk, status=SweepStatus.QUEUED).update(status=SweepStatus.RUNNING)
+        """The run's sweep is running once one of its runs starts."""
+        Sweep.objects.filter(pk=self.run.sweep_id, status=SweepStatus.QUEUED).update(status=SweepStatus.RUNNING)
 
     # the run ---------------------------------------------------------------------------
 
