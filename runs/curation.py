@@ -11,6 +11,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from benchmarks.models import KnownFailure
+from runs.lifecycle import queue_new_attempts
 from runs.models import CurationAction, CurationEvent, CurationTarget, Point, Run
 
 
@@ -173,8 +174,6 @@ def reimpose_quarantine(failures, user, reason):
 def rerun(runs, user, reason=""):
     """Each run again, as a new attempt of the same configuration in its sweep; the old
     attempt and its points are kept. Returns the new runs."""
-    from runs.lifecycle import queue_new_attempts
-
     runs = list(runs)
     new_runs = queue_new_attempts(runs, f"re-run by {user.get_username() if user else 'a curator'}")
     CurationEvent.objects.bulk_create(

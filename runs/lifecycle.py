@@ -1,4 +1,8 @@
-"""Turning a validated spec into a stored sweep with its planned runs and points."""
+"""A sweep's life: created from a validated spec with its planned runs and points, then
+launched, cancelled, resumed and re-run, its status following its runs.
+
+Runs are enqueued by task name on the host's queue once the transaction commits; nothing
+here imports runs.tasks (the workers' side)."""
 
 from django.db import models, transaction
 from django.utils import timezone
@@ -7,6 +11,7 @@ from benchmarks.catalog import active_quarantines, load_catalog
 from benchmarks.models import LLM, Engine, Host, Sweep, SweepSource, SweepStatus, Workload
 from runs.models import Point, Run, RunEvent, RunEventKind, RunStatus
 from sweepcore.plan import canonical_params, plan
+from sweeplab.celery import EXECUTE_RUN, START_SWEEP_AFTER, send_to_host
 
 
 def plan_spec(spec, catalog=None):
@@ -68,13 +73,13 @@ ACTIVE_RUN = (RunStatus.QUEUED, RunStatus.STARTING, RunStatus.RUNNING)
 
 
 def _enqueue(sweep, run_ids):
-    from runs.tasks import execute_run, send_to_host
-
+    """Send one `runs.execute_run` task per run to the sweep's host, after commit (a
+    worker must find the runs queued)."""
     host = sweep.host.name
 
     def send():
         for run_id in run_ids:
-            send_to_host(execute_run, host, run_id=run_id)
+            send_to_host(EXECUTE_RUN, host, run_id=run_id)
 
     transaction.on_commit(send)
 
@@ -115,6 +120,15 @@ def enqueue_queued_runs(sweep_id):
     )
     _enqueue(sweep, run_ids)
     return run_ids
+
+
+def start_after(sweep, other):
+    """Have the runs `sweep` queued without sending (``enqueue=False``) sent once `other`
+    is finished: one `runs.start_sweep_after` task on `other`'s host queue, behind its
+    runs, after commit. Two sweeps on hosts that share one machine would measure each
+    other."""
+    host, sweep_id, other_id = other.host.name, sweep.pk, other.pk
+    transaction.on_commit(lambda: send_to_host(START_SWEEP_AFTER, host, sweep_id=sweep_id, after_sweep_id=other_id))
 
 
 def enqueue_after(sweep_id, after_sweep_id):
@@ -188,9 +202,7 @@ def queue_new_attempts(runs, message):
         raise SweepStateError(f"run {drafts[0].pk} belongs to draft sweep {drafts[0].sweep_id}: launch the sweep instead")
     new_runs = []
     for old in runs:
-        latest = Run.objects.filter(
-            sweep_id=old.sweep_id, method=old.method, params_key=old.params_key, tp=old.tp
-        ).aggregate(models.Max("attempt"))["attempt__max"]
+        latest = Run.objects.latest_attempt(old)
         run = Run.objects.create(
             sweep_id=old.sweep_id, position=old.position, method=old.method, params=old.params, tp=old.tp,
             attempt=latest + 1, retry_of=old, status=RunStatus.PLANNED, known_failure=old.known_failure,

@@ -10,11 +10,11 @@ from django.db.models import Q
 from django.utils import timezone
 
 from benchmarks.models import FailureKind, KnownFailure, Method, Sweep, Workload, enum_choices
+from runs.managers import RunManager
 from sweepcore import kinds
 from sweepcore.methods import config_label
 from sweepcore.metrics import LATENCY_FIELDS
 from sweepcore.plan import canonical_params
-
 
 RunStatus = enum_choices(kinds.RunStatus, __name__)
 PointStatus = enum_choices(kinds.PointStatus, __name__)
@@ -72,6 +72,8 @@ class Run(Curated):
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+
+    objects = RunManager()
 
     class Meta:
         constraints = [

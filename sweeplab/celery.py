@@ -1,4 +1,8 @@
-"""The Celery app. Settings live in sweeplab/settings.py under the CELERY_ prefix."""
+"""The Celery app. Settings live in sweeplab/settings.py under the CELERY_ prefix.
+
+The web tier sends tasks by name (`send_to_host`) and never imports runs.tasks; the
+workers find the tasks by autodiscovery. The names are what deployed workers consume:
+never rename them."""
 
 import os
 
@@ -10,7 +14,17 @@ app = Celery("sweeplab")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 
+EXECUTE_RUN = "runs.execute_run"
+START_SWEEP_AFTER = "runs.start_sweep_after"
+HOST_HEARTBEAT = "runs.host_heartbeat"
+
 
 def host_queue(host_name):
     """The queue that the workers of one GPU host consume: every run task goes there."""
     return f"host.{host_name}"
+
+
+def send_to_host(task_name, host_name, **kwargs):
+    """Enqueue the task named `task_name` on the queue of one host, where only that host's
+    workers look."""
+    return app.send_task(task_name, kwargs=kwargs, queue=host_queue(host_name))

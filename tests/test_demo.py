@@ -9,6 +9,7 @@ from benchmarks.models import Sweep
 from runs.lifecycle import enqueue_after
 from runs.models import Run
 from runs.tasks import start_sweep_after
+from sweeplab.celery import app
 
 
 @pytest.fixture
@@ -26,8 +27,7 @@ def sent_tasks(monkeypatch):
     """The tasks handed to the broker, as (task name, queue, kwargs)."""
     sent = []
     monkeypatch.setattr(
-        "celery.app.task.Task.apply_async",
-        lambda task, args=None, kwargs=None, queue=None, **options: sent.append((task.name, queue, kwargs)),
+        app, "send_task", lambda name, args=None, kwargs=None, queue=None, **options: sent.append((name, queue, kwargs))
     )
     return sent
 

@@ -40,7 +40,7 @@ def fault_engine(base, *faults, readiness_timeout_s=60):
     for fault in faults:
         argv += ["--fault", fault]
     return Engine.objects.create(
-        name="sim-" + "-".join(f.replace(":", "") for f in faults) or "sim-plain",
+        name="sim-" + ("-".join(f.replace(":", "") for f in faults) or "plain"),
         kind="simulated", argv_template=argv, method_args=base.method_args,
         readiness_timeout_s=readiness_timeout_s,
     )
@@ -167,7 +167,7 @@ def test_a_crash_after_some_requests_keeps_what_was_measured(catalog):
     crashed = run.points.get(status="crashed")
     assert "illegal instruction" in crashed.reason
     assert crashed.requests.count() == 2  # the evidence is kept
-    assert run.points.get(status="not_run").reason.startswith(f"server died during long-context 1000 tokens x1: ")
+    assert run.points.get(status="not_run").reason.startswith("server died during long-context 1000 tokens x1: ")
 
 
 @pytest.mark.slow

@@ -14,8 +14,8 @@ from benchmarks.catalog import load_catalog
 from benchmarks.models import Engine, KnownFailure
 from runs.lifecycle import create_sweep, launch_sweep, resume_sweep
 from runs.models import Point, Run, RunEvent
-from runs.tasks import execute_run, send_to_host
 from sweepcore.spec import load_spec_file, validate
+from sweeplab.celery import EXECUTE_RUN, send_to_host
 from tests.processes import celery_worker, simengine_pids, wait_for
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "qwen3.6-27b-sm120.yaml"
@@ -129,7 +129,7 @@ def test_a_worker_killed_mid_run_resumes_without_losing_or_repeating_points(cata
         first.refresh_from_db()
         events_before = RunEvent.objects.filter(run=first).count()
         # A duplicate delivery of a finished run's task does nothing.
-        send_to_host(execute_run, "sim-8x-rtxpro6000", run_id=first.pk)
+        send_to_host(EXECUTE_RUN, "sim-8x-rtxpro6000", run_id=first.pk)
         time.sleep(3)
         assert RunEvent.objects.filter(run=first).count() == events_before
 

@@ -3,8 +3,7 @@ import uuid
 import pytest
 
 from benchmarks.models import Host
-from runs.tasks import host_heartbeat, send_to_host
-from sweeplab.celery import app
+from sweeplab.celery import HOST_HEARTBEAT, app, send_to_host
 from tests.processes import celery_worker, wait_for
 
 
@@ -18,9 +17,9 @@ def test_a_worker_consumes_its_host_queue_and_writes_to_the_database(tmp_path):
 
     # Sent before the worker exists: the broker keeps it. It travels on the served
     # host's queue but names another host, so only this message can set `target`.
-    send_to_host(host_heartbeat, served.name, host_id=target.id)
+    send_to_host(HOST_HEARTBEAT, served.name, host_id=target.id)
     # A message for a queue nobody here consumes must stay where it is.
-    send_to_host(host_heartbeat, elsewhere.name, host_id=elsewhere.id)
+    send_to_host(HOST_HEARTBEAT, elsewhere.name, host_id=elsewhere.id)
 
     log = tmp_path / "worker.log"
     try:

@@ -3,54 +3,44 @@ result and one dead configuration never stops the sweep.
 
     claim -> preflight -> launch -> ready -> context cap -> warmup -> points -> teardown
 
-Every step writes a RunEvent. The server runs in its own process group (argv list, never
-a shell) with its log in a file; when it dies, the cause is read from the log tail, the
-point in flight becomes ``crashed`` and the rest ``not_run``; a deterministic signature
-quarantines the configuration (KnownFailure). Points already stored are never measured
-again: a resumed run continues with the points it has not stored.
+Orchestration only: the server process is a sweepcore.server.ServerProcess (its own
+process group, argv list never a shell, log in a file), the database writes are
+runs.worker.store's. Every step writes a RunEvent. When the server dies, the cause is read
+from its log tail, the point in flight becomes ``crashed`` and the rest ``not_run``; a
+deterministic signature quarantines the configuration (KnownFailure). Points already
+stored are never measured again: a resumed run continues with the points it has not stored.
 """
 
-import json
 import logging
 import os
-import signal
 import socket
-import subprocess
 import sys
 import threading
 import time
 from dataclasses import dataclass
-from datetime import timedelta
 from pathlib import Path
 
 from django.conf import settings
-from django.db import connection, transaction
-from django.db.models import F, Q
 from django.utils import timezone
 
-from benchmarks.models import FailureKind, KnownFailure, SweepStatus, WorkloadKind
-from runs.models import Point, PointStatus, RequestRecord, Run, RunEvent, RunEventKind, RunStatus, TelemetrySample
-from sweepcore import failures, loadgen, metrics, prompts, telemetry
+from benchmarks.models import FailureKind, SweepStatus, WorkloadKind
+from runs.lifecycle import refresh_sweep_status
+from runs.models import PointStatus, RunEventKind, RunStatus
+from runs.worker.store import RunStore
+from sweepcore import failures, loadgen, prompts, telemetry
 from sweepcore.engines import ArgvError, LaunchValues, get_adapter
+from sweepcore.server import NotReady, ServerExited, ServerProcess, free_port, kill_leftover, port_in_use
 
 log = logging.getLogger(__name__)
 
 HEARTBEAT_S = 5
-TERM_GRACE_S = 10
 WARMUP_MAX_TOKENS = 16
-LOG_TAIL_BYTES = 256 * 1024
-LAUNCH_MARK = "=== sweeplab: launching"
-READY_POLL_S = 0.5
 GPU_RELEASE_TIMEOUT_S = 60
+# Launches in all when the port picked is taken before the server binds it.
+PORT_ATTEMPTS = 3
 
-FINISHED_RUN = (RunStatus.DONE, RunStatus.CRASHED, RunStatus.FAILED, RunStatus.SKIPPED)
 CONNECTION_ERRORS = {"connection_refused", "connection_lost_mid_stream"}
 TIMEOUT_ERRORS = {"timeout_first_token", "timeout_stall", "timeout_total"}
-
-
-def stale_after():
-    """A claim whose heartbeat is older than this may be taken over (the worker died)."""
-    return timedelta(seconds=int(os.environ.get("SWEEPLAB_STALE_CLAIM_S", 60)))
 
 
 # --- pure decisions -------------------------------------------------------------------
@@ -100,6 +90,23 @@ class ServerDied(Exception):
         self.where = where or (point_label(point) if point is not None else "the previous point")
 
 
+class PreflightFailed(Exception):
+    """The run cannot start on this host: `kind` is its failure kind."""
+
+    def __init__(self, kind, reason):
+        super().__init__(reason)
+        self.kind = kind
+        self.reason = reason
+
+
+class StartupTimeout(Exception):
+    pass
+
+
+class LaunchRefused(Exception):
+    """The engine's argv template cannot be filled for this configuration."""
+
+
 class Cancelled(Exception):
     pass
 
@@ -110,9 +117,11 @@ class ClaimLost(Exception):
 
 @dataclass
 class Server:
-    proc: subprocess.Popen
+    """The server of the current launch and where it answers."""
+
+    process: ServerProcess
     base_url: str
-    log_path: Path
+    port: int
     gpus: list
 
 
@@ -128,20 +137,11 @@ def execute_run(run_id, worker_id=None):
     return executor.execute()
 
 
-def seconds_until_stale(run_id):
-    """For a run claimed by a worker that may have died: how long until its heartbeat is
-    stale enough to take over. None when there is nothing to wait for."""
-    run = Run.objects.filter(pk=run_id, status__in=[RunStatus.STARTING, RunStatus.RUNNING]).first()
-    if run is None or run.heartbeat_at is None:
-        return None
-    left = (run.heartbeat_at + stale_after() - timezone.now()).total_seconds()
-    return max(1.0, left + 1.0)
-
-
 class RunExecutor:
     def __init__(self, run_id, worker_id):
         self.run_id = run_id
         self.worker_id = worker_id
+        self.store = RunStore(run_id, worker_id)
         self.run = None
         self.server = None
         self.heartbeat = None
@@ -150,39 +150,16 @@ class RunExecutor:
     # claim and heartbeat -------------------------------------------------------------
 
     def claim(self):
-        now = timezone.now()
-        updated = (
-            Run.objects.filter(pk=self.run_id)
-            .filter(
-                Q(status=RunStatus.QUEUED)
-                | Q(status__in=[RunStatus.STARTING, RunStatus.RUNNING], heartbeat_at__lt=now - stale_after())
-            )
-            .exclude(sweep__status=SweepStatus.CANCELLED)
-            .update(status=RunStatus.STARTING, claimed_by=self.worker_id, claimed_at=now, heartbeat_at=now)
-        )
-        if updated != 1:
+        if not self.store.claim():
             log.info("run %s is not ours to take (finished, cancelled or claimed by a live worker)", self.run_id)
             return False
-        self.run = Run.objects.select_related("sweep__host", "sweep__engine", "sweep__llm").get(pk=self.run_id)
+        self.run = self.store.run
         previous = self.run.pid
-        self.event(RunEventKind.CLAIMED, f"claimed by {self.worker_id}")
-        if previous:
-            self.kill_leftover_server(previous)
+        self.store.event(RunEventKind.CLAIMED, f"claimed by {self.worker_id}")
+        # A takeover: the previous worker died, its server may live on.
+        if previous and kill_leftover(previous, self.run.argv):
+            self.store.event(RunEventKind.RESUMED, f"killed the server (pid {previous}) left by the previous worker")
         return True
-
-    def kill_leftover_server(self, pid):
-        """A takeover: the previous worker died, its server may live on. Kill it only if
-        it is the process we launched (same command line)."""
-        try:
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-        except OSError:
-            return
-        if self.run.argv and [a.decode() for a in cmdline if a][: len(self.run.argv)] == self.run.argv:
-            try:
-                os.killpg(pid, signal.SIGKILL)
-            except ProcessLookupError:
-                return
-            self.event(RunEventKind.RESUMED, f"killed the server (pid {pid}) left by the previous worker")
 
     def start_heartbeat(self):
         stop = threading.Event()
@@ -191,14 +168,11 @@ class RunExecutor:
         def beat():
             try:
                 while not stop.wait(HEARTBEAT_S):
-                    updated = Run.objects.filter(pk=self.run_id, claimed_by=self.worker_id).update(
-                        heartbeat_at=timezone.now()
-                    )
-                    if updated != 1:
+                    if not self.store.heartbeat():
                         lost.set()
                         return
             finally:
-                connection.close()
+                self.store.close_connection()
 
         thread = threading.Thread(target=beat, name=f"heartbeat-run-{self.run_id}", daemon=True)
         thread.start()
@@ -214,20 +188,9 @@ class RunExecutor:
         """Between points: still ours, and the sweep not cancelled."""
         if self.heartbeat and self.heartbeat[2].is_set():
             raise ClaimLost()
-        self.run.sweep.refresh_from_db(fields=["status"])
-        if self.run.sweep.status == SweepStatus.CANCELLED:
+        if self.store.sweep_cancelled():
             raise Cancelled()
-        Run.objects.filter(pk=self.run_id).update(heartbeat_at=timezone.now())
-
-    # events and state ----------------------------------------------------------------
-
-    def event(self, kind, message="", **data):
-        RunEvent.objects.create(run_id=self.run_id, at=timezone.now(), kind=kind, message=message, data=data)
-
-    def set_run(self, **fields):
-        for key, value in fields.items():
-            setattr(self.run, key, value)
-        self.run.save(update_fields=list(fields))
+        self.store.touch()
 
     @property
     def spec(self):
@@ -237,140 +200,167 @@ class RunExecutor:
     def options(self):
         return self.spec.get("options", {})
 
+    @property
+    def adapter(self):
+        return get_adapter(self.run.sweep.engine.kind)
+
     # the run ---------------------------------------------------------------------------
 
     def execute(self):
-        from runs.lifecycle import refresh_sweep_status
-
-        run = self.run
-        sweep = run.sweep
-        if sweep.status == SweepStatus.QUEUED:
-            type(sweep).objects.filter(pk=sweep.pk, status=SweepStatus.QUEUED).update(status=SweepStatus.RUNNING)
+        run, store = self.run, self.store
+        if run.sweep.status == SweepStatus.QUEUED:
+            store.mark_sweep_running()
         self.start_heartbeat()
         attempts = 1 + int(self.options.get("retries", 0))
         try:
             if run.started_at is None:
-                self.set_run(started_at=timezone.now())
-            problem = self.preflight()
-            if problem:
-                kind, reason = problem
-                self.event(RunEventKind.PREFLIGHT_FAILED, reason)
-                self.finish_unstarted(RunStatus.FAILED, kind, reason, f"preflight failed: {reason}")
+                store.set_run(started_at=timezone.now())
+            try:
+                checked = self.preflight()
+            except PreflightFailed as failed:
+                store.event(RunEventKind.PREFLIGHT_FAILED, failed.reason)
+                store.finish_unstarted(RunStatus.FAILED, failed.kind, failed.reason, f"preflight failed: {failed.reason}")
                 return run.status
-            self.event(RunEventKind.PREFLIGHT_OK, "model, GPUs and port checked")
+            store.event(RunEventKind.PREFLIGHT_OK, "; ".join(checked))
             for attempt in range(1, attempts + 1):
                 outcome = self.attempt(attempt, attempts)
                 if outcome != "retry":
                     break
             return self.run.status
         except Cancelled:
-            self.event(RunEventKind.CANCELLED, "the sweep was cancelled; stopped at a point boundary")
-            self.set_run(status=RunStatus.CANCELLED, finished_at=timezone.now())
+            store.event(RunEventKind.CANCELLED, "the sweep was cancelled; stopped at a point boundary")
+            store.finish(RunStatus.CANCELLED)
             return RunStatus.CANCELLED
         except ClaimLost:
             log.warning("run %s was taken over by another worker; stopping", self.run_id)
             return None
         except Exception as exc:
-            # A fault of Sweeplab's own, not the server's: say so, keep what was stored.
             log.exception("run %s: internal error", self.run_id)
-            cause = f"Sweeplab internal error: {exc.__class__.__name__}: {exc}"
-            self.event(RunEventKind.FINISHED, cause)
-            Point.objects.filter(run_id=self.run_id, status=PointStatus.PLANNED).update(
-                status=PointStatus.NOT_RUN, reason=cause
-            )
-            self.set_run(status=RunStatus.FAILED, failure_kind=FailureKind.UNKNOWN, failure_cause=cause,
-                         finished_at=timezone.now())
+            store.fail_internally(f"Sweeplab internal error: {exc.__class__.__name__}: {exc}")
             return RunStatus.FAILED
         finally:
             self.teardown()
             self.stop_heartbeat()
-            refresh_sweep_status(sweep.pk)
+            refresh_sweep_status(run.sweep_id)
 
     def attempt(self, attempt, attempts):
         """One launch of the server and the points it measures. Returns "done",
         "crashed", "failed" or "retry"."""
+        store = self.store
         try:
-            self.launch()
-            self.wait_ready()
+            self.start_server()
         except ServerDied as died:
             failure = self.failure_from_log(died)
             if attempt < attempts:
                 return self.retry(failure, attempt)
-            self.event(RunEventKind.STARTUP_FAILED, failure.cause)
-            status = RunStatus.CRASHED
-            self.finish_unstarted(status, failure.kind, failure.cause, f"server did not start: {failure.cause}", failure)
+            store.event(RunEventKind.STARTUP_FAILED, failure.cause)
+            store.finish_unstarted(RunStatus.CRASHED, failure.kind, failure.cause,
+                                   f"server did not start: {failure.cause}", failure)
             self.quarantine(failure)
             return "crashed"
         except StartupTimeout as exc:
-            self.event(RunEventKind.STARTUP_FAILED, str(exc))
-            self.finish_unstarted(RunStatus.FAILED, FailureKind.STARTUP_TIMEOUT, str(exc), f"server did not start: {exc}")
+            store.event(RunEventKind.STARTUP_FAILED, str(exc))
+            store.finish_unstarted(RunStatus.FAILED, FailureKind.STARTUP_TIMEOUT, str(exc), f"server did not start: {exc}")
             return "failed"
         except LaunchRefused as exc:
-            self.event(RunEventKind.PREFLIGHT_FAILED, str(exc))
-            self.finish_unstarted(RunStatus.FAILED, FailureKind.PREFLIGHT, str(exc), f"not launched: {exc}")
+            store.event(RunEventKind.PREFLIGHT_FAILED, str(exc))
+            store.finish_unstarted(RunStatus.FAILED, FailureKind.PREFLIGHT, str(exc), f"not launched: {exc}")
             return "failed"
 
-        self.set_run(status=RunStatus.RUNNING)
+        store.set_run(status=RunStatus.RUNNING)
         try:
             self.read_server_facts()
             self.start_telemetry()
-            points = self.pending_points()
-            points = self.apply_context_cap(points)
+            points = self.apply_context_cap(store.pending_points())
             self.warmup(points)
             for point in points:
                 self.check_boundary()
                 self.measure(point)
         except ServerDied as died:
             failure = self.failure_from_log(died)
-            self.record_crash(died, failure)
+            store.record_crash(died.point, died.where, failure)
             if attempt < attempts:
                 return self.retry(failure, attempt)
             self.quarantine(failure)
             return "crashed"
-        self.event(RunEventKind.FINISHED, "all points measured")
-        self.set_run(status=RunStatus.DONE, finished_at=timezone.now())
+        store.event(RunEventKind.FINISHED, "all points measured")
+        store.finish(RunStatus.DONE)
         return "done"
 
     def retry(self, failure, attempt):
-        self.event(RunEventKind.RETRY, f"attempt {attempt} ended: {failure.cause}; launching again")
+        self.store.event(RunEventKind.RETRY, f"attempt {attempt} ended: {failure.cause}; launching again")
         self.teardown()
-        Point.objects.filter(run_id=self.run_id, status__in=[PointStatus.CRASHED, PointStatus.NOT_RUN]).update(
-            status=PointStatus.PLANNED, reason=""
-        )
-        self.set_run(status=RunStatus.STARTING, failure_kind="", failure_cause="", failure_log="")
+        self.store.prepare_retry()
         return "retry"
+
+    def quarantine(self, failure):
+        if failure.deterministic:
+            self.store.quarantine(failure)
 
     # preflight ---------------------------------------------------------------------------
 
     def preflight(self):
-        """(failure kind, reason) when the run cannot start, else None."""
+        """What was checked, in words; raises PreflightFailed when the run cannot start.
+        The port is not among the checks: it is picked at launch (`start_server`)."""
         run, host, llm, engine = self.run, self.run.sweep.host, self.run.sweep.llm, self.run.sweep.engine
-        if is_local_path(llm.path) and not Path(llm.path).expanduser().exists():
-            hint = " (/dev/shm is emptied by a reboot)" if llm.path.startswith("/dev/shm") else ""
-            return (
-                FailureKind.MODEL_MISSING,
-                f"model path {llm.path} does not exist on host {host.name}{hint}: put the model back, "
-                "then resume the sweep",
-            )
-        if llm.draft_model_path and is_local_path(llm.draft_model_path) and not Path(llm.draft_model_path).expanduser().exists():
-            return FailureKind.MODEL_MISSING, f"draft model path {llm.draft_model_path} does not exist on host {host.name}"
+        checked = []
+        for what, path in (("model", llm.path), ("draft model", llm.draft_model_path)):
+            if not path:
+                continue
+            if not is_local_path(path):
+                checked.append(f"{what} {path} is not a local path (not checked; the server fetches it)")
+                continue
+            if not Path(path).expanduser().exists():
+                if what == "draft model":
+                    raise PreflightFailed(FailureKind.MODEL_MISSING, f"draft model path {path} does not exist on host {host.name}")
+                hint = " (/dev/shm is emptied by a reboot)" if path.startswith("/dev/shm") else ""
+                raise PreflightFailed(
+                    FailureKind.MODEL_MISSING,
+                    f"model path {path} does not exist on host {host.name}{hint}: put the model back, then resume the sweep",
+                )
+            checked.append(f"{what} path {path} exists")
         if run.tp > max(host.gpu_count, 1):
-            return FailureKind.PREFLIGHT, f"TP{run.tp} needs {run.tp} GPUs; host {host.name} has {host.gpu_count}"
+            raise PreflightFailed(FailureKind.PREFLIGHT, f"TP{run.tp} needs {run.tp} GPUs; host {host.name} has {host.gpu_count}")
+        checked.append(f"TP{run.tp} fits host {host.name}'s {host.gpu_count} GPU(s)")
         if host.gpu_count and engine.kind != "simulated":
             try:
                 busy = telemetry.busy_gpus(range(run.tp))
             except telemetry.NvmlUnavailable as exc:
-                return FailureKind.PREFLIGHT, f"cannot check that the GPUs are idle: {exc}"
+                raise PreflightFailed(FailureKind.PREFLIGHT, f"cannot check that the GPUs are idle: {exc}") from None
             if busy:
                 listed = ", ".join(f"pid {p.pid} on GPU {p.gpu_index}" for p in busy)
-                return FailureKind.PREFLIGHT, f"GPUs are not idle: {listed}; stop those processes or wait"
-        return None
+                raise PreflightFailed(FailureKind.PREFLIGHT, f"GPUs are not idle: {listed}; stop those processes or wait")
+            checked.append(f"GPU(s) {', '.join(str(g) for g in range(run.tp))} idle (NVML)")
+        elif host.gpu_count:
+            checked.append("GPUs not checked: a simulated engine uses none")
+        else:
+            checked.append("no GPU to check on a CPU host")
+        checked.append(f"port not checked: picked at launch, and a launch that finds it taken is retried on a "
+                       f"new one ({PORT_ATTEMPTS} launches at most)")
+        return checked
 
     # launch and readiness ----------------------------------------------------------------
 
+    def start_server(self):
+        """Launch the server and wait until it is ready. A free port can be taken by
+        another process between our pick and the server's bind: a launch whose log says
+        so is torn down and retried on a new port, PORT_ATTEMPTS launches in all."""
+        for launch in range(1, PORT_ATTEMPTS + 1):
+            self.launch()
+            try:
+                self.wait_ready()
+                return
+            except ServerDied:
+                taken = port_in_use(self.server.process.tail())
+                if taken is None or launch == PORT_ATTEMPTS:
+                    raise
+                port = self.server.port
+                self.store.event(RunEventKind.RETRY, f"port {port} was taken before the server could bind it "
+                                                     f"({taken}); launching again on a new port")
+                self.teardown()
+
     def launch(self):
         run, sweep = self.run, self.run.sweep
-        adapter = get_adapter(sweep.engine.kind)
         port = free_port()
         values = LaunchValues(
             python=sys.executable,
@@ -384,53 +374,37 @@ class RunExecutor:
             draft_model_path=sweep.llm.draft_model_path,
         )
         try:
-            argv = adapter.argv(sweep.engine.argv_template, sweep.engine.method_args, values)
+            argv = self.adapter.argv(sweep.engine.argv_template, sweep.engine.method_args, values)
         except ArgvError as exc:
             raise LaunchRefused(f"engine {sweep.engine.name} cannot launch this configuration: {exc}") from None
-        log_dir = Path(settings.DATA_DIR) / "logs" / f"sweep-{sweep.pk}"
-        log_dir.mkdir(parents=True, exist_ok=True)
-        log_path = log_dir / f"run-{run.pk}-{run.config_label.replace(' ', '_')}.log"
+        log_path = Path(settings.DATA_DIR) / "logs" / f"sweep-{sweep.pk}" / f"run-{run.pk}-{run.config_label.replace(' ', '_')}.log"
         env = {**os.environ, **(sweep.engine.env or {})}
         gpus = list(range(run.tp)) if sweep.host.gpu_count and sweep.engine.kind != "simulated" else []
         if gpus:
             env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in gpus)
-        with open(log_path, "ab") as out:
-            out.write(f"\n{LAUNCH_MARK} {' '.join(argv)}\n".encode())
-            out.flush()
-            proc = subprocess.Popen(
-                argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                env=env, start_new_session=True, cwd=settings.BASE_DIR,
-            )
-        self.server = Server(proc, f"http://127.0.0.1:{port}", log_path, gpus)
-        self.set_run(argv=argv, port=port, pid=proc.pid, log_path=str(log_path))
-        self.event(RunEventKind.LAUNCHED, " ".join(argv), pid=proc.pid, port=port)
+        process = ServerProcess(argv, log_path, env=env, cwd=settings.BASE_DIR).start()
+        self.server = Server(process, f"http://127.0.0.1:{port}", port, gpus)
+        self.store.set_run(argv=argv, port=port, pid=process.pid, log_path=str(log_path))
+        self.store.event(RunEventKind.LAUNCHED, " ".join(argv), pid=process.pid, port=port)
 
     def wait_ready(self):
-        adapter = get_adapter(self.run.sweep.engine.kind)
+        adapter, server = self.adapter, self.server
         timeout = self.run.sweep.engine.readiness_timeout_s
-        deadline = time.monotonic() + timeout
-        detail = ""
-        while time.monotonic() < deadline:
-            if self.server.proc.poll() is not None:
-                raise ServerDied(f"exited with status {self.server.proc.returncode} during start-up")
-            ready, detail = adapter.is_ready(self.server.base_url, self.log_tail())
-            if ready:
-                self.event(RunEventKind.READY, f"ready at {self.server.base_url}")
-                return
-            time.sleep(READY_POLL_S)
-            self.check_boundary()
-        raise StartupTimeout(f"not ready within the engine's readiness timeout of {timeout}s (last: {detail})")
+        try:
+            server.process.wait_ready(
+                lambda: adapter.is_ready(server.base_url, server.process.tail()), timeout, between=self.check_boundary
+            )
+        except ServerExited as exc:
+            raise ServerDied(str(exc)) from None
+        except NotReady as exc:
+            raise StartupTimeout(f"not ready within the engine's readiness timeout of {timeout}s (last: {exc.detail})") from None
+        self.store.event(RunEventKind.READY, f"ready at {server.base_url}")
 
     def read_server_facts(self):
-        adapter = get_adapter(self.run.sweep.engine.kind)
-        base = self.server.base_url
-        launch_log = self.launch_log()
-        limits = adapter.limits(base, self.run.argv, launch_log)
-        self.set_run(
-            context_length=limits.context_length,
-            kv_capacity_tokens=limits.kv_capacity_tokens,
-            engine_version=adapter.version(base)[:200],
-            server_info=_jsonable(adapter.server_info(base, launch_log)),
+        adapter, base = self.adapter, self.server.base_url
+        launch_log = self.server.process.tail()
+        self.store.set_server_facts(
+            adapter.limits(base, self.run.argv, launch_log), adapter.version(base), adapter.server_info(base, launch_log)
         )
 
     # telemetry ---------------------------------------------------------------------------
@@ -438,38 +412,18 @@ class RunExecutor:
     def start_telemetry(self):
         if not self.server.gpus:
             why = "a simulated engine has no GPU to sample" if self.run.sweep.engine.kind == "simulated" else "a CPU host has no GPU"
-            self.event(RunEventKind.TELEMETRY_UNAVAILABLE, why)
+            self.store.event(RunEventKind.TELEMETRY_UNAVAILABLE, why)
             return
-        run_id = self.run_id
-
-        def sink(samples):
-            TelemetrySample.objects.bulk_create(
-                TelemetrySample(
-                    run_id=run_id, at=timezone.datetime.fromtimestamp(s.at, tz=timezone.get_current_timezone()),
-                    gpu_index=s.gpu_index, memory_used_mib=s.memory_used_mib, memory_total_mib=s.memory_total_mib,
-                    utilization_pct=s.utilization_pct, power_w=s.power_w, temperature_c=s.temperature_c,
-                    sm_clock_mhz=s.sm_clock_mhz,
-                )
-                for s in samples
-            )
-
         try:
             with telemetry.Nvml():
                 pass
         except telemetry.NvmlUnavailable as exc:
-            self.event(RunEventKind.TELEMETRY_UNAVAILABLE, str(exc))
+            self.store.event(RunEventKind.TELEMETRY_UNAVAILABLE, str(exc))
             return
-        self.sampler = telemetry.Sampler(self.server.gpus, sink)
+        self.sampler = telemetry.Sampler(self.server.gpus, self.store.save_telemetry)
         self.sampler.start()
 
     # points ------------------------------------------------------------------------------
-
-    def pending_points(self):
-        return list(
-            Point.objects.filter(run_id=self.run_id, status=PointStatus.PLANNED)
-            .select_related("workload")
-            .order_by("position")
-        )
 
     def apply_context_cap(self, points):
         """Skip, before anything is sent, the points the running server cannot hold."""
@@ -489,12 +443,12 @@ class RunExecutor:
             )
             reason = "" if fit.fits else fit.reason
             if reason:
-                Point.objects.filter(pk=point.pk).update(status=PointStatus.SKIPPED, reason=f"context cap: {reason}")
+                self.store.skip_point(point, f"context cap: {reason}")
                 skipped.append(point_label(point))
             else:
                 kept.append(point)
         if skipped:
-            self.event(RunEventKind.CONTEXT_CAPPED, f"skipped by the server's context/KV cap: {', '.join(skipped)}")
+            self.store.event(RunEventKind.CONTEXT_CAPPED, f"skipped by the server's context/KV cap: {', '.join(skipped)}")
         return kept
 
     def prompts_for(self, point, count):
@@ -521,7 +475,7 @@ class RunExecutor:
         return [c.text for c in chosen], round(sum(c.prompt_tokens for c in chosen) / len(chosen))
 
     def load_config(self, prompt_texts, max_tokens, concurrency, num_requests):
-        adapter = get_adapter(self.run.sweep.engine.kind)
+        adapter = self.adapter
         return loadgen.LoadConfig(
             base_url=self.server.base_url,
             api=adapter.api,
@@ -537,14 +491,14 @@ class RunExecutor:
 
     def probe(self):
         """Between points: the process is alive and /health answers."""
-        adapter = get_adapter(self.run.sweep.engine.kind)
-        if self.server.proc.poll() is not None:
-            raise ServerDied(f"the server process exited with status {self.server.proc.returncode}")
-        ok, detail = adapter.healthy(self.server.base_url)
+        process = self.server.process
+        if not process.alive():
+            raise ServerDied(f"the server process exited with status {process.returncode}")
+        ok, detail = self.adapter.healthy(self.server.base_url)
         if not ok:
-            self.event(RunEventKind.PROBE_FAILED, detail)
+            self.store.event(RunEventKind.PROBE_FAILED, detail)
             time.sleep(0.5)  # a dying process: let it finish exiting so its log is complete
-            alive = self.server.proc.poll() is None
+            alive = process.alive()
             raise ServerDied(f"health probe failed: {detail}", kind=FailureKind.HUNG if alive else None)
 
     def warmup(self, points):
@@ -556,31 +510,31 @@ class RunExecutor:
         config = self.load_config(texts, min(WARMUP_MAX_TOKENS, points[0].max_new_tokens), 1, count)
         result = loadgen.run_load_sync(config)
         lost = [r for r in result.results if r.error_kind in CONNECTION_ERRORS]
-        if lost or self.server.proc.poll() is not None:
+        if lost or not self.server.process.alive():
             raise ServerDied(f"during warmup: {lost[0].error if lost else 'the server process exited'}", where="warmup")
         failed = [r for r in result.results if r.error_kind]
         note = f"; {len(failed)} of {count} warmup requests failed: {failed[0].error}" if failed else ""
-        self.event(RunEventKind.WARMUP_DONE, f"{count} warmup request(s), not measured{note}")
+        self.store.event(RunEventKind.WARMUP_DONE, f"{count} warmup request(s), not measured{note}")
 
     def measure(self, point):
         self.probe()
-        self.event(RunEventKind.POINT_STARTED, point_label(point), point=point.pk)
+        self.store.event(RunEventKind.POINT_STARTED, point_label(point), point=point.pk)
         started = timezone.now()
         count = int(self.spec.get("requests_per_point", 1))
         try:
             texts, prompt_tokens = self.prompts_for(point, count)
         except (OSError, ValueError, prompts.TokenizerError) as exc:
-            if self.server_exited(grace=2.0):  # a refused tokenize call: it may be dying
+            if self.server.process.wait_exit(2.0):  # a refused tokenize call: it may be dying
                 raise ServerDied(f"while sizing prompts: {exc}", point) from None
-            self.store_point(point, PointStatus.FAILED, f"could not build the prompt: {exc}", started, None, None)
+            self.store.store_point(point, PointStatus.FAILED, f"could not build the prompt: {exc}", started, None, None)
             return
-        adapter = get_adapter(self.run.sweep.engine.kind)
+        adapter, process = self.adapter, self.server.process
         before = adapter.spec_snapshot(self.server.base_url)
-        log_start = self.log_size()
+        log_start = process.log_size()
         result = loadgen.run_load_sync(self.load_config(texts, point.max_new_tokens, point.concurrency, count))
-        point_log = self.log_since(log_start)
+        point_log = process.log_since(log_start)
         adapter.relabel_failures(result.results, point_log)
-        alive = self.server.proc.poll() is None
+        alive = process.alive()
         status, reason = point_status(result.results, alive)
         after = adapter.spec_snapshot(self.server.base_url) if alive and before is not None else None
         summary = result.summary()
@@ -594,8 +548,8 @@ class RunExecutor:
             if not adapter.streams_usage:
                 notes += self.check_token_counts(adapter, point, texts, prompt_tokens, result, summary)
             reason = "; ".join(note for note in notes if note)
-        self.store_point(point, status, reason, started, result, summary, prompt_tokens)
-        self.event(RunEventKind.POINT_FINISHED, f"{point_label(point)}: {status}", point=point.pk, status=status)
+        self.store.store_point(point, status, reason, started, result, summary, prompt_tokens)
+        self.store.event(RunEventKind.POINT_FINISHED, f"{point_label(point)}: {status}", point=point.pk, status=status)
         if status == PointStatus.CRASHED:
             # Its requests are stored as evidence; the reason gets the cause from the log.
             raise ServerDied(reason, point=point)
@@ -636,136 +590,15 @@ class RunExecutor:
             return f"the tokenizer counted {counted} prompt tokens, the generation endpoint reported {sorted(reported)}"
         return ""
 
-    def store_point(self, point, status, reason, started, result, summary, prompt_tokens=None):
-        fields = {"status": status, "reason": reason, "started_at": started, "finished_at": timezone.now(),
-                  "actual_prompt_tokens": prompt_tokens}
-        extra = {}
-        for key, value in (summary or {}).items():
-            if key in metrics.FIELDS or key == "errors":  # errors: a mapping with a column of its own
-                fields[key] = value
-            else:
-                extra[key] = value
-        if extra:
-            fields["extra"] = _jsonable(extra)
-        with transaction.atomic():
-            Point.objects.update_or_create(
-                run_id=self.run_id, workload_id=point.workload_id, prompt_tokens=point.prompt_tokens,
-                concurrency=point.concurrency, defaults=fields,
-            )
-            RequestRecord.objects.filter(point_id=point.pk).delete()
-            if result is not None:
-                RequestRecord.objects.bulk_create(
-                    RequestRecord(point_id=point.pk, **{name: getattr(r, name) for name in metrics.REQUEST_FIELDS})
-                    for r in result.results
-                )
-
     # failures ----------------------------------------------------------------------------
 
-    def server_exited(self, grace=0.0):
-        """Whether the server process has exited, waiting up to `grace` seconds for it."""
-        try:
-            self.server.proc.wait(timeout=grace)
-        except subprocess.TimeoutExpired:
-            return False
-        return True
-
-    def log_size(self):
-        try:
-            return self.server.log_path.stat().st_size
-        except OSError:
-            return 0
-
-    def log_since(self, offset):
-        """What the server logged from byte `offset` on (the log of one point)."""
-        try:
-            with open(self.server.log_path, "rb") as f:
-                f.seek(offset)
-                return f.read().decode("utf-8", "replace")
-        except OSError:
-            return ""
-
-    def launch_log(self):
-        """The log since the current launch (a retry appends to the same file)."""
-        return self.log_tail().rsplit(LAUNCH_MARK, 1)[-1]
-
-    def log_tail(self):
-        if not self.server:
-            return ""
-        try:
-            with open(self.server.log_path, "rb") as f:
-                f.seek(0, os.SEEK_END)
-                size = f.tell()
-                f.seek(max(0, size - LOG_TAIL_BYTES))
-                return f.read().decode("utf-8", "replace")
-        except OSError:
-            return ""
-
     def failure_from_log(self, died):
-        # Give a dying process a moment to exit and flush its last lines.
-        try:
-            self.server.proc.wait(timeout=3)
-        except subprocess.TimeoutExpired:
-            pass
-        tail = self.log_tail()
-        adapter = get_adapter(self.run.sweep.engine.kind)
-        failure = failures.classify(tail, self.server.proc.poll(), extra_rules=adapter.log_rules)
+        process = self.server.process
+        process.wait_exit(3)  # give a dying process a moment to exit and flush its last lines
+        failure = failures.classify(process.tail(), process.returncode, extra_rules=self.adapter.log_rules)
         if died.kind and failure.kind == failures.FailureKind.UNKNOWN:
             return failures.Failure(died.kind, f"{died.detail}; the process is alive but not answering", failure.lines)
         return failure
-
-    def record_crash(self, died, failure):
-        """The point in flight is crashed, the rest not_run, the run crashed."""
-        cause = failure.cause
-        if died.point is not None:
-            Point.objects.filter(pk=died.point.pk).update(
-                status=PointStatus.CRASHED, reason=f"the server died during this point: {cause}",
-                finished_at=timezone.now(),
-            )
-        remaining = Point.objects.filter(run_id=self.run_id, status=PointStatus.PLANNED)
-        remaining.update(status=PointStatus.NOT_RUN, reason=f"server died during {died.where}: {cause}")
-        self.event(RunEventKind.CRASHED, cause, failure_kind=failure.kind, lines=list(failure.lines))
-        self.set_run(
-            status=RunStatus.CRASHED, failure_kind=failure.kind, failure_cause=cause,
-            failure_log="\n".join(failure.lines), finished_at=timezone.now(),
-        )
-
-    def finish_unstarted(self, status, kind, cause, point_reason, failure=None):
-        Point.objects.filter(run_id=self.run_id, status=PointStatus.PLANNED).update(
-            status=PointStatus.NOT_RUN, reason=point_reason
-        )
-        self.set_run(
-            status=status, failure_kind=kind, failure_cause=cause,
-            failure_log="\n".join(failure.lines) if failure else "", finished_at=timezone.now(),
-        )
-
-    def quarantine(self, failure):
-        if not failure.deterministic:
-            return
-        sweep = self.run.sweep
-        now = timezone.now()
-        key = {
-            "engine_kind": sweep.engine.kind, "llm": sweep.llm, "method": self.run.method,
-            "params_key": self.run.params_key, "tp": self.run.tp,
-            "compute_capability": sweep.host.compute_capability,
-        }
-        with transaction.atomic():
-            kf, created = KnownFailure.objects.select_for_update().get_or_create(
-                **key,
-                defaults={"params": self.run.params, "failure_kind": failure.kind, "signature": failure.signature,
-                          "first_seen_at": now, "last_seen_at": now},
-            )
-            if not created:
-                KnownFailure.objects.filter(pk=kf.pk).update(
-                    seen_count=F("seen_count") + 1, last_seen_at=now, failure_kind=failure.kind,
-                    signature=failure.signature, active=True,
-                )
-        self.set_run(known_failure=kf)
-        self.event(
-            RunEventKind.QUARANTINED,
-            f"{self.run.config_label} on compute capability {sweep.host.compute_capability or 'cpu'} is quarantined: "
-            f"{failure.signature}",
-            known_failure=kf.pk,
-        )
 
     # teardown ----------------------------------------------------------------------------
 
@@ -773,52 +606,20 @@ class RunExecutor:
         if self.sampler is not None:
             self.sampler.stop()
             if self.sampler.error:
-                self.event(RunEventKind.TELEMETRY_UNAVAILABLE, f"telemetry stopped: {self.sampler.error}")
+                self.store.event(RunEventKind.TELEMETRY_UNAVAILABLE, f"telemetry stopped: {self.sampler.error}")
             self.sampler = None
         server, self.server = self.server, None
         if server is None:
             return
-        proc = server.proc
-        how = "had already exited"
-        if proc.poll() is None:
-            how = "stopped with SIGTERM"
-            try:
-                os.killpg(proc.pid, signal.SIGTERM)
-                proc.wait(timeout=TERM_GRACE_S)
-            except ProcessLookupError:
-                pass
-            except subprocess.TimeoutExpired:
-                how = f"did not stop within {TERM_GRACE_S}s of SIGTERM: killed"
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)  # whatever is left of its process group
-        except ProcessLookupError:
-            pass
-        proc.wait()
-        self.event(RunEventKind.TEARDOWN, f"server {how} (exit status {proc.returncode})")
+        how = server.process.stop()
+        self.store.event(RunEventKind.TEARDOWN, f"server {how} (exit status {server.process.returncode})")
         if server.gpus:
             try:
                 left = telemetry.wait_released(server.gpus, GPU_RELEASE_TIMEOUT_S)
             except telemetry.NvmlUnavailable as exc:
                 left = None
-                self.event(RunEventKind.GPU_LEAK, f"could not check that the GPUs were released: {exc}")
+                self.store.event(RunEventKind.GPU_LEAK, f"could not check that the GPUs were released: {exc}")
             if left:
                 listed = ", ".join(f"pid {p.pid} on GPU {p.gpu_index}" for p in left)
-                self.event(RunEventKind.GPU_LEAK, f"GPU memory still held {GPU_RELEASE_TIMEOUT_S}s after teardown: {listed}")
-
-
-class StartupTimeout(Exception):
-    pass
-
-
-class LaunchRefused(Exception):
-    """The engine's argv template cannot be filled for this configuration."""
-
-
-def free_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _jsonable(value):
-    return json.loads(json.dumps(value, default=str))
+                self.store.event(RunEventKind.GPU_LEAK,
+                                 f"GPU memory still held {GPU_RELEASE_TIMEOUT_S}s after teardown: {listed}")

@@ -5,7 +5,7 @@
 2. real: examples/smollm2-cpu.yaml on local-cpu, llama.cpp serving SmolLM2-135M on this
    machine's CPU. Both hosts are this one machine, and a sweep measured while another
    runs measures the other one too: the real sweep starts when the simulated one is done
-   (runs.tasks.start_sweep_after).
+   (runs.lifecycle.start_after).
 
 Idempotent: a demo sweep already stored is not created again. One left unfinished (the
 last `make run` was stopped in the middle) is resumed; a finished one is only shown.
@@ -16,12 +16,10 @@ from pathlib import Path
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
-from django.db import transaction
 
 from benchmarks.catalog import load_catalog
 from benchmarks.models import Sweep, SweepStatus
-from runs.lifecycle import create_sweep, launch_sweep, resume_sweep
-from runs.tasks import send_to_host, start_sweep_after
+from runs.lifecycle import create_sweep, launch_sweep, resume_sweep, start_after
 from sweepcore.spec import SpecError, load_yaml, validate
 
 EXAMPLES = Path(settings.BASE_DIR) / "examples"
@@ -68,8 +66,7 @@ class Command(BaseCommand):
                 state = f"{sweep.status} already (clone it in the builder to run it again)"
             if waits:
                 other_label, other = before
-                transaction.on_commit(lambda s=sweep, o=other: send_to_host(
-                    start_sweep_after, o.host.name, sweep_id=s.pk, after_sweep_id=o.pk))
+                start_after(sweep, other)
                 state += f"; starts when the {other_label} one is done"
             sweep.refresh_from_db(fields=["status"])
             before = (label, sweep)

@@ -24,6 +24,7 @@ from runs.lifecycle import (
     sweep_as_dict,
 )
 from runs.models import PointStatus, Run, RunStatus
+from runs.worker.executor import execute_run
 from sweepcore.spec import SpecError, load_spec_file
 
 POLL_S = 1.0
@@ -139,8 +140,6 @@ class Command(BaseCommand):
             self.print_results(sweep)
 
     def do_run(self, file, owner=None, inline=False, as_json=False, **options):
-        from runs.worker.executor import execute_run
-
         user = self.owner(owner)
         spec, catalog = self.load(file)
         sweep, the_plan = create_sweep(spec, owner=user, catalog=catalog)

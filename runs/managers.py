@@ -1,0 +1,41 @@
+"""Queries on runs that more than one caller relies on: the claim a worker takes and the
+aggregates the lifecycle needs."""
+
+from django.db import models
+from django.db.models import Q
+
+from sweepcore.kinds import RunStatus, SweepStatus
+
+
+class RunManager(models.Manager):
+    """`Run.objects`."""
+
+    def in_flight(self):
+        """Runs a worker has claimed and not finished."""
+        return self.filter(status__in=[RunStatus.STARTING, RunStatus.RUNNING])
+
+    def claim(self, run_id, worker_id, now, stale_before):
+        """Take run `run_id` for `worker_id` with one conditional UPDATE, so that only one
+        of two workers can succeed: a queued run, or an in-flight one whose heartbeat is
+        older than `stale_before` (its worker died). A cancelled sweep's runs are never
+        taken. Returns whether the claim succeeded."""
+        taken = (
+            self.filter(pk=run_id)
+            .filter(
+                Q(status=RunStatus.QUEUED)
+                | Q(status__in=[RunStatus.STARTING, RunStatus.RUNNING], heartbeat_at__lt=stale_before)
+            )
+            .exclude(sweep__status=SweepStatus.CANCELLED)
+            .update(status=RunStatus.STARTING, claimed_by=worker_id, claimed_at=now, heartbeat_at=now)
+        )
+        return taken == 1
+
+    def heartbeat(self, run_id, worker_id, now):
+        """Renew the claim of `worker_id`; False once another worker has taken the run."""
+        return self.filter(pk=run_id, claimed_by=worker_id).update(heartbeat_at=now) == 1
+
+    def latest_attempt(self, run):
+        """The highest attempt number of `run`'s configuration in its sweep."""
+        return self.filter(
+            sweep_id=run.sweep_id, method=run.method, params_key=run.params_key, tp=run.tp
+        ).aggregate(models.Max("attempt"))["attempt__max"]

@@ -1,0 +1,226 @@
+"""The database writes of the worker side: the claim and heartbeat of a run, its timeline
+(RunEvent), its fields, its points with their request records, its GPU telemetry and the
+quarantine of a configuration that failed deterministically.
+
+Every write is idempotent or guarded by the claim, so a redelivered task or a resumed run
+never measures a stored point again nor stores it twice."""
+
+import json
+import os
+from datetime import timedelta
+
+from django.db import connection, transaction
+from django.db.models import F
+from django.utils import timezone
+
+from benchmarks.models import FailureKind, Host, KnownFailure, Sweep, SweepStatus
+from runs.models import Point, PointStatus, RequestRecord, Run, RunEvent, RunEventKind, RunStatus, TelemetrySample
+from sweepcore import metrics
+
+
+def stale_after():
+    """A claim whose heartbeat is older than this may be taken over (the worker died)."""
+    return timedelta(seconds=int(os.environ.get("SWEEPLAB_STALE_CLAIM_S", 60)))
+
+
+def seconds_until_stale(run_id):
+    """For a run claimed by a worker that may have died: how long until its heartbeat is
+    stale enough to take over. None when there is nothing to wait for."""
+    run = Run.objects.in_flight().filter(pk=run_id).first()
+    if run is None or run.heartbeat_at is None:
+        return None
+    left = (run.heartbeat_at + stale_after() - timezone.now()).total_seconds()
+    return max(1.0, left + 1.0)
+
+
+def record_host_heartbeat(host_id, worker_name):
+    """A worker consuming the host's queue is alive."""
+    Host.objects.filter(pk=host_id).update(last_heartbeat_at=timezone.now(), last_worker=worker_name)
+
+
+def jsonable(value):
+    """`value` as a JSON column stores it (what JSON cannot hold, as text)."""
+    return json.loads(json.dumps(value, default=str))
+
+
+class RunStore:
+    """The writes of one executor for one run, as `worker_id`. `run` is loaded by a
+    successful `claim`, with its sweep's host, engine and model."""
+
+    def __init__(self, run_id, worker_id):
+        self.run_id = run_id
+        self.worker_id = worker_id
+        self.run = None
+
+    # claim and heartbeat -------------------------------------------------------------
+
+    def claim(self):
+        """Take the run (see RunManager.claim). Returns whether it is ours."""
+        now = timezone.now()
+        if not Run.objects.claim(self.run_id, self.worker_id, now, now - stale_after()):
+            return False
+        self.run = Run.objects.select_related("sweep__host", "sweep__engine", "sweep__llm").get(pk=self.run_id)
+        return True
+
+    def heartbeat(self):
+        """Renew the claim; False once another worker has taken the run over."""
+        return Run.objects.heartbeat(self.run_id, self.worker_id, timezone.now())
+
+    def touch(self):
+        """A sign of life between points, from the executor's own thread."""
+        Run.objects.filter(pk=self.run_id).update(heartbeat_at=timezone.now())
+
+    @staticmethod
+    def close_connection():
+        """The heartbeat thread's database connection, closed when the thread ends."""
+        connection.close()
+
+    def sweep_cancelled(self):
+        sweep = self.run.sweep
+        sweep.refresh_from_db(fields=["status"])
+        return sweep.status == SweepStatus.CANCELLED
+
+    def mark_sweep_running(self):
+        """The run's sweep is running once one of its runs starts."""
+        Sweep.objects.filter(pk=self.run.sweep_id, status=SweepStatus.QUEUED).update(status=SweepStatus.RUNNING)
+
+    # the run ---------------------------------------------------------------------------
+
+    def event(self, kind, message="", **data):
+        RunEvent.objects.create(run_id=self.run_id, at=timezone.now(), kind=kind, message=message, data=data)
+
+    def set_run(self, **fields):
+        for key, value in fields.items():
+            setattr(self.run, key, value)
+        self.run.save(update_fields=list(fields))
+
+    def set_server_facts(self, limits, engine_version, server_info):
+        """What the running server said about itself."""
+        self.set_run(
+            context_length=limits.context_length,
+            kv_capacity_tokens=limits.kv_capacity_tokens,
+            engine_version=engine_version[:200],
+            server_info=jsonable(server_info),
+        )
+
+    def finish(self, status, **fields):
+        self.set_run(status=status, finished_at=timezone.now(), **fields)
+
+    def finish_unstarted(self, status, kind, cause, point_reason, failure=None):
+        """The run ends before measuring anything more: its planned points are not_run."""
+        self.points_not_run(point_reason)
+        self.finish(status, failure_kind=kind, failure_cause=cause,
+                    failure_log="\n".join(failure.lines) if failure else "")
+
+    def fail_internally(self, cause):
+        """A fault of Sweeplab's own, not the server's: say so, keep what was stored."""
+        self.event(RunEventKind.FINISHED, cause)
+        self.points_not_run(cause)
+        self.finish(RunStatus.FAILED, failure_kind=FailureKind.UNKNOWN, failure_cause=cause)
+
+    def record_crash(self, point, where, failure):
+        """The server died: the point in flight (if any) is crashed, the rest not_run,
+        the run crashed."""
+        cause = failure.cause
+        if point is not None:
+            Point.objects.filter(pk=point.pk).update(
+                status=PointStatus.CRASHED, reason=f"the server died during this point: {cause}",
+                finished_at=timezone.now(),
+            )
+        self.points_not_run(f"server died during {where}: {cause}")
+        self.event(RunEventKind.CRASHED, cause, failure_kind=failure.kind, lines=list(failure.lines))
+        self.finish(RunStatus.CRASHED, failure_kind=failure.kind, failure_cause=cause,
+                    failure_log="\n".join(failure.lines))
+
+    def prepare_retry(self):
+        """Another launch measures again what the last one crashed in or never reached."""
+        Point.objects.filter(run_id=self.run_id, status__in=[PointStatus.CRASHED, PointStatus.NOT_RUN]).update(
+            status=PointStatus.PLANNED, reason=""
+        )
+        self.set_run(status=RunStatus.STARTING, failure_kind="", failure_cause="", failure_log="")
+
+    def quarantine(self, failure):
+        """Record (or count again) the KnownFailure of this configuration on this kind of
+        GPU, link the run to it and say so. Returns it."""
+        run, sweep = self.run, self.run.sweep
+        now = timezone.now()
+        key = {
+            "engine_kind": sweep.engine.kind, "llm": sweep.llm, "method": run.method,
+            "params_key": run.params_key, "tp": run.tp, "compute_capability": sweep.host.compute_capability,
+        }
+        with transaction.atomic():
+            kf, created = KnownFailure.objects.select_for_update().get_or_create(
+                **key,
+                defaults={"params": run.params, "failure_kind": failure.kind, "signature": failure.signature,
+                          "first_seen_at": now, "last_seen_at": now},
+            )
+            if not created:
+                KnownFailure.objects.filter(pk=kf.pk).update(
+                    seen_count=F("seen_count") + 1, last_seen_at=now, failure_kind=failure.kind,
+                    signature=failure.signature, active=True,
+                )
+        self.set_run(known_failure=kf)
+        self.event(
+            RunEventKind.QUARANTINED,
+            f"{run.config_label} on compute capability {sweep.host.compute_capability or 'cpu'} is quarantined: "
+            f"{failure.signature}",
+            known_failure=kf.pk,
+        )
+        return kf
+
+    # points ------------------------------------------------------------------------------
+
+    def pending_points(self):
+        """The points still to measure, in plan order (a resumed run skips stored ones)."""
+        return list(
+            Point.objects.filter(run_id=self.run_id, status=PointStatus.PLANNED)
+            .select_related("workload")
+            .order_by("position")
+        )
+
+    def points_not_run(self, reason):
+        Point.objects.filter(run_id=self.run_id, status=PointStatus.PLANNED).update(
+            status=PointStatus.NOT_RUN, reason=reason
+        )
+
+    def skip_point(self, point, reason):
+        Point.objects.filter(pk=point.pk).update(status=PointStatus.SKIPPED, reason=reason)
+
+    def store_point(self, point, status, reason, started, result, summary, prompt_tokens=None):
+        """Upsert the measured point with its metrics (`summary`: what sweepcore.metrics
+        summarized; keys that are no column go to `extra`) and replace its request records."""
+        fields = {"status": status, "reason": reason, "started_at": started, "finished_at": timezone.now(),
+                  "actual_prompt_tokens": prompt_tokens}
+        extra = {}
+        for key, value in (summary or {}).items():
+            if key in metrics.FIELDS or key == "errors":  # errors: a mapping with a column of its own
+                fields[key] = value
+            else:
+                extra[key] = value
+        if extra:
+            fields["extra"] = jsonable(extra)
+        with transaction.atomic():
+            Point.objects.update_or_create(
+                run_id=self.run_id, workload_id=point.workload_id, prompt_tokens=point.prompt_tokens,
+                concurrency=point.concurrency, defaults=fields,
+            )
+            RequestRecord.objects.filter(point_id=point.pk).delete()
+            if result is not None:
+                RequestRecord.objects.bulk_create(
+                    RequestRecord(point_id=point.pk, **{name: getattr(r, name) for name in metrics.REQUEST_FIELDS})
+                    for r in result.results
+                )
+
+    # telemetry ---------------------------------------------------------------------------
+
+    def save_telemetry(self, samples):
+        """A sweepcore.telemetry.Sampler's sink (called from its thread)."""
+        TelemetrySample.objects.bulk_create(
+            TelemetrySample(
+                run_id=self.run_id, at=timezone.datetime.fromtimestamp(s.at, tz=timezone.get_current_timezone()),
+                gpu_index=s.gpu_index, memory_used_mib=s.memory_used_mib, memory_total_mib=s.memory_total_mib,
+                utilization_pct=s.utilization_pct, power_w=s.power_w, temperature_c=s.temperature_c,
+                sm_clock_mhz=s.sm_clock_mhz,
+            )
+            for s in samples
+        )

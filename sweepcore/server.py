@@ -1,0 +1,202 @@
+"""An inference server as a child process: launched from an argv list (never a shell) in
+a process group of its own with its output in a log file, waited on until ready (failing
+fast when it exits), read back through its log, and torn down with its whole group.
+
+The shape follows vLLM's ``benchmarks/sweep/server.py`` (``ServerProcess`` with
+``start_new_session`` and ``os.killpg``), plus what a sweep needs: a log per run that
+several launches append to, each launch's stretch of it, and a graceful SIGTERM before
+the SIGKILL. Pure: no Django.
+"""
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+TERM_GRACE_S = 10
+READY_POLL_S = 0.5
+LOG_TAIL_BYTES = 256 * 1024
+LAUNCH_MARK = "=== sweeplab: launching"
+
+# What servers print when their port is taken (EADDRINUSE is errno 98 on Linux, 48 on
+# macOS):
+# - uvicorn (SGLang, vLLM's API server, simengine): ``ERROR:    [Errno 98] error while
+#   attempting to bind on address ('127.0.0.1', 30000): address already in use``;
+# - vLLM binding its socket before the engine starts, Python's own bind:
+#   ``OSError: [Errno 98] Address already in use``;
+# - llama.cpp's server: ``couldn't bind HTTP server socket, hostname: 127.0.0.1, port: 8080``.
+PORT_IN_USE_PATTERNS = (
+    r"address already in use",
+    r"\[Errno (?:98|48)\]",
+    r"\bEADDRINUSE\b",
+    r"couldn't bind HTTP server socket",
+)
+PORT_IN_USE = re.compile("|".join(PORT_IN_USE_PATTERNS), re.IGNORECASE)
+
+
+def port_in_use(log_text):
+    """The log line saying the server could not bind its port, or None."""
+    for line in reversed(log_text.splitlines()):
+        if PORT_IN_USE.search(line):
+            return line.strip()
+    return None
+
+
+def free_port(host="127.0.0.1"):
+    """A port nothing listens on right now. Another process may take it before the server
+    binds it: a launch that finds it taken (`port_in_use`) is retried on a new one."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        return s.getsockname()[1]
+
+
+class ServerExited(Exception):
+    """The server process exited before it was ready."""
+
+    def __init__(self, returncode):
+        super().__init__(f"exited with status {returncode} during start-up")
+        self.returncode = returncode
+
+
+class NotReady(Exception):
+    """The server did not become ready in time; `detail` is what the last probe said."""
+
+    def __init__(self, timeout, detail):
+        super().__init__(f"not ready within {timeout}s (last: {detail})")
+        self.timeout = timeout
+        self.detail = detail
+
+
+class ServerProcess:
+    """One launch of a server. A context manager: the server is started on entry and its
+    whole process group stopped on exit."""
+
+    def __init__(self, argv, log_path, env=None, cwd=None, term_grace_s=TERM_GRACE_S):
+        self.argv = [str(a) for a in argv]
+        self.log_path = Path(log_path)
+        self.env = env
+        self.cwd = cwd
+        self.term_grace_s = term_grace_s
+        self.proc = None
+        self.log_start = 0  # where this launch's stretch of the log begins
+
+    def __enter__(self):
+        self.start()
+        return self
+
+    def __exit__(self, *exc_info):
+        self.stop()
+
+    def start(self):
+        """Launch: a line marks where this launch begins in the (appended) log."""
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        with open(self.log_path, "ab") as out:
+            out.write(f"\n{LAUNCH_MARK} {' '.join(self.argv)}\n".encode())
+            out.flush()
+            self.log_start = out.tell()
+            self.proc = subprocess.Popen(
+                self.argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                env=self.env, cwd=self.cwd, start_new_session=True,
+            )
+        return self
+
+    @property
+    def pid(self):
+        return self.proc.pid
+
+    @property
+    def returncode(self):
+        return self.proc.poll()
+
+    def alive(self):
+        return self.proc.poll() is None
+
+    def wait_exit(self, timeout):
+        """Whether the process has exited, waiting up to `timeout` seconds for it."""
+        try:
+            self.proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return False
+        return True
+
+    def wait_ready(self, probe, timeout, poll_s=READY_POLL_S, between=None):
+        """Poll `probe()` -> (ready, detail) until it says ready. Raises `ServerExited` as
+        soon as the process exits, `NotReady` after `timeout` seconds; `between()` runs
+        after each unready poll (it may raise to give up early)."""
+        deadline = time.monotonic() + timeout
+        detail = ""
+        while time.monotonic() < deadline:
+            if not self.alive():
+                raise ServerExited(self.proc.returncode)
+            ready, detail = probe()
+            if ready:
+                return detail
+            time.sleep(poll_s)
+            if between is not None:
+                between()
+        raise NotReady(timeout, detail)
+
+    # the log -----------------------------------------------------------------------------
+
+    def log_size(self):
+        try:
+            return self.log_path.stat().st_size
+        except OSError:
+            return 0
+
+    def log_since(self, offset):
+        """What the server logged from byte `offset` on (e.g. during one point)."""
+        try:
+            with open(self.log_path, "rb") as f:
+                f.seek(offset)
+                return f.read().decode("utf-8", "replace")
+        except OSError:
+            return ""
+
+    def tail(self, max_bytes=LOG_TAIL_BYTES):
+        """The last `max_bytes` of this launch's log (never an earlier launch's)."""
+        return self.log_since(max(self.log_start, self.log_size() - max_bytes))
+
+    # teardown ----------------------------------------------------------------------------
+
+    def stop(self):
+        """SIGTERM the process group, SIGKILL it after the grace period (and whatever of
+        the group outlived its leader). Returns how it stopped, in words; idempotent."""
+        proc = self.proc
+        if proc is None:
+            return "was never started"
+        how = "had already exited"
+        if proc.poll() is None:
+            how = "stopped with SIGTERM"
+            try:
+                os.killpg(proc.pid, signal.SIGTERM)
+                proc.wait(timeout=self.term_grace_s)
+            except ProcessLookupError:
+                pass
+            except subprocess.TimeoutExpired:
+                how = f"did not stop within {self.term_grace_s}s of SIGTERM: killed"
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)  # workers the server forked may outlive it
+        except ProcessLookupError:
+            pass
+        proc.wait()
+        return how
+
+
+def kill_leftover(pid, argv):
+    """Kill the process group of `pid` if that process still runs `argv` (a server a dead
+    worker launched; a recycled pid runs something else). Returns whether it did."""
+    try:
+        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    if not argv or [a.decode() for a in cmdline if a][: len(argv)] != list(argv):
+        return False
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        return False
+    return True
