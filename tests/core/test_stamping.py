@@ -34,8 +34,7 @@ async def raw_server():
                       if line.lower().startswith(b"content-length:"))
         await reader.readexactly(length)
         writer.write(HEADERS)
-        await writers.put(writer)
-        await reader.read()  # until the client closes
+        await writers.put(writer)  # the test holds it, so the connection stays open
 
     server = await asyncio.start_server(handle, "127.0.0.1", 0)
     return server, writers, f"http://127.0.0.1:{server.sockets[0].getsockname()[1]}/"
