@@ -4,7 +4,7 @@ import pytest
 
 from sweepcore.engines import ArgvError, LaunchValues, get_adapter
 from sweepcore.engines.base import render
-from sweepcore.engines.vllm import parse_metrics
+from sweepcore.engines.vllm import metric_sum, parse_metrics
 
 SGLANG = ["{python}", "-m", "sglang.launch_server", "--model-path", "{model_path}", "--tp-size", "{tp}",
           "--context-length", "{context_length}", "--host", "{host}", "--port", "{port}"]
@@ -80,3 +80,40 @@ def test_vllm_accept_length_comes_from_this_points_counter_deltas():
 def test_parse_metrics_reads_labels():
     text = '# HELP x\nvllm:cache_config_info{block_size="16",num_gpu_blocks="2048"} 1.0\n'
     assert parse_metrics(text) == [("vllm:cache_config_info", {"block_size": "16", "num_gpu_blocks": "2048"}, 1.0)]
+
+
+# vLLM's /metrics as prometheus_client writes it: the counter's family is typed under the
+# name without _total, its samples keep the suffix, and a _created sample comes with them.
+VLLM_COUNTERS = """\
+# HELP vllm:spec_decode_num_drafts_total Number of spec decoding drafts.
+# TYPE vllm:spec_decode_num_drafts counter
+vllm:spec_decode_num_drafts_total{engine="0",model_name="m"} 600.0
+vllm:spec_decode_num_drafts_created{engine="0",model_name="m"} 1.7e+09
+vllm:spec_decode_num_drafts_total{engine="1",model_name="m"} 400.0
+# HELP vllm:spec_decode_num_accepted_tokens_total Number of accepted tokens.
+# TYPE vllm:spec_decode_num_accepted_tokens_total counter
+vllm:spec_decode_num_accepted_tokens_total{engine="0",model_name="m"} 1800.0
+vllm:spec_decode_num_accepted_tokens_total{engine="1",model_name="m"} 1200.0
+"""
+
+
+def test_parse_metrics_keeps_counter_sample_names_with_their_total_suffix():
+    samples = parse_metrics(VLLM_COUNTERS)
+    names = [n for n, _, _ in samples]
+    assert names.count("vllm:spec_decode_num_drafts_total") == 2
+    assert "vllm:spec_decode_num_drafts_created" in names
+    assert metric_sum(samples, "vllm:spec_decode_num_drafts_total") == 1000.0
+    assert metric_sum(samples, "vllm:spec_decode_num_accepted_tokens_total") == 3000.0
+    assert metric_sum(samples, "vllm:spec_decode_num_drafts") is None
+
+
+def test_parse_metrics_keeps_each_samples_labels_and_unescapes_them():
+    text = VLLM_COUNTERS + 'vllm:info{path="C:\\\\m",quote="a\\"b",empty=""} 1\n'
+    samples = parse_metrics(text)
+    assert ("vllm:spec_decode_num_drafts_total", {"engine": "1", "model_name": "m"}, 400.0) in samples
+    assert samples[-1] == ("vllm:info", {"path": "C:\\m", "quote": 'a"b', "empty": ""}, 1.0)
+
+
+def test_vllm_snapshot_sums_the_counters_over_engines(monkeypatch):
+    monkeypatch.setattr("sweepcore.engines.vllm.get_text", lambda url: VLLM_COUNTERS)
+    assert get_adapter("vllm").spec_snapshot("http://x") == {"accepted": 3000.0, "drafts": 1000.0}

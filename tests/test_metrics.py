@@ -1,6 +1,7 @@
 """sweepcore.metrics against hand-computed examples (pure; no DB, no processes)."""
 
 import math
+from dataclasses import asdict
 
 import pytest
 
@@ -149,7 +150,7 @@ def test_prompt_tokens_unknown_or_fallback():
 
 
 def test_stored_dict_records_give_the_same_summary(point):
-    as_dicts = [r.to_dict() for r in point]
+    as_dicts = [asdict(r) for r in point]
     a, b = summarize(point, 2.0), summarize(as_dicts, 2.0)
     assert a == b
     # a stored row without per-chunk counts falls back to one token per chunk

@@ -12,31 +12,27 @@
 """
 
 import json
-import re
+
+from prometheus_client.parser import text_string_to_metric_families
 
 from sweepcore.engines.base import EngineAdapter, ServerLimits, get_json, get_text
 from sweepcore.methods import engine_args
 
 NGRAM = "ngram"  # vLLM's prompt-lookup speculation: no draft model, a lookup window instead
 
-METRIC_LINE = re.compile(r"^(?P<name>[a-zA-Z_:][\w:]*)(?:\{(?P<labels>[^}]*)\})?\s+(?P<value>\S+)")
-
 
 def parse_metrics(text):
-    """Prometheus text -> list of (name, labels dict, float)."""
-    samples = []
-    for line in text.splitlines():
-        if not line or line.startswith("#"):
-            continue
-        m = METRIC_LINE.match(line)
-        if not m:
-            continue
-        labels = dict(re.findall(r'(\w+)="((?:[^"\\]|\\.)*)"', m.group("labels") or ""))
-        try:
-            samples.append((m.group("name"), labels, float(m.group("value"))))
-        except ValueError:
-            continue
-    return samples
+    """Prometheus text exposition -> list of (sample name, labels dict, float value).
+
+    Sample names are as exposed: a counter's ``_total`` (and ``_created``) samples keep
+    their suffix, whatever its ``# TYPE`` line calls the family.  Raises ValueError for
+    text that is not the exposition format.
+    """
+    return [
+        (sample.name, sample.labels, sample.value)
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    ]
 
 
 def metric_sum(samples, name):

@@ -1,0 +1,275 @@
+"""The HTTP APIs the load generator speaks: one request function per API in one registry,
+:data:`API_REGISTRY` (the way vLLM's ``benchmarks/backend_request_func.py`` keeps
+``ASYNC_REQUEST_FUNCS``), and the record one request leaves, :class:`RequestResult`.
+
+Each :class:`Api` says where the API is served, how a prompt becomes its JSON body, and
+which request function reads its answer.  A request function sends one pre-encoded body,
+reads the stream (:mod:`sweepcore.loadgen.sse`) with arrival times from
+:mod:`sweepcore.loadgen.stamping`, and classifies every failure into a
+:class:`~sweepcore.kinds.RequestErrorKind`; it never raises for a failed request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+from typing import Any, Awaitable, Callable
+
+import aiohttp
+
+from sweepcore.kinds import RequestErrorKind as Kind
+from sweepcore.loadgen import stamping
+from sweepcore.loadgen.sse import StreamScan
+
+#: Lower-cased substrings of the too-long-request answers of real servers:
+#: SGLang ``python/sglang/srt/managers/tokenizer_manager.py``: "The input (N tokens) is
+#: longer than the model's context length (L tokens)." and "Requested token count
+#: exceeds the model's maximum context length of L tokens. You requested a total of ...";
+#: vLLM ``vllm/entrypoints/openai/serving_engine.py`` / ``vllm/renderers/params.py``:
+#: "This model's maximum context length is L tokens. However, you requested ..." and the
+#: engine's "The decoder prompt (length N) is longer than the maximum model length of L";
+#: llama.cpp ``tools/server``: type ``exceed_context_size_error``, "request (N tokens)
+#: exceeds the available context size (L tokens), try increasing it"; llama-cpp-python
+#: ``llama_cpp/llama.py`` "Requested tokens (P) exceed context window of N", answered by
+#: ``llama_cpp/server/errors.py`` with code ``context_length_exceeded``.
+CONTEXT_OVERFLOW_MARKERS = (
+    "maximum context length",
+    "longer than the model's context length",
+    "longer than the maximum model length",
+    "exceeds the available context size",
+    "exceed context window of",
+    "exceed_context_size_error",
+    "context_length_exceeded",
+)
+
+#: Keys of SGLang's ``GenerateReqInput`` that sit beside ``sampling_params``; any other
+#: extra body key is a sampling parameter.
+SGLANG_TOP_LEVEL_KEYS = frozenset(
+    {
+        "rid", "return_logprob", "logprob_start_len", "top_logprobs_num",
+        "token_ids_logprob", "return_text_in_logprobs", "lora_path", "session_params",
+        "custom_logit_processor", "return_hidden_states", "bootstrap_host",
+        "bootstrap_port", "bootstrap_room", "image_data", "modalities",
+    }
+)
+
+
+def classify_error_text(text: str, default: str) -> str:
+    """``context_overflow`` when ``text`` is a real server's too-long answer, else default."""
+    low = text.lower()
+    for marker in CONTEXT_OVERFLOW_MARKERS:
+        if marker in low:
+            return Kind.CONTEXT_OVERFLOW
+    return default
+
+
+@dataclass(slots=True)
+class RequestResult:
+    """One request's raw record (the executor stores these fields as a RequestRecord)."""
+
+    index: int
+    send_time: float = 0.0  # epoch seconds
+    chunk_offsets: list = field(default_factory=list)  # seconds since send, per token chunk
+    chunk_tokens: list = field(default_factory=list)  # tokens carried by each such chunk
+    prompt_tokens: int | None = None  # as the server counted them
+    output_tokens: int = 0
+    token_count_source: str = "chunks"  # "server_cumulative" | "usage" | "chunks"
+    finish_reason: str = ""
+    http_status: int | None = None
+    error_kind: str = ""  # a RequestErrorKind, '' on success
+    error: str = ""
+    spec_verify_ct: int | None = None  # SGLang meta_info under speculative decoding
+
+    @property
+    def ok(self) -> bool:
+        return not self.error_kind and self.output_tokens > 0
+
+
+@dataclass(frozen=True, slots=True)
+class Endpoint:
+    """What every request of one load shares: session, URL, headers and time limits."""
+
+    session: aiohttp.ClientSession
+    url: str
+    headers: dict
+    timeout_first_token: float
+    timeout_stall: float
+    timeout_total: float
+
+
+# ------------------------------------------------------------------------------ bodies
+
+def _openai_body(model: str | None, max_tokens: int, continuous_usage: bool) -> dict:
+    # vLLM and SGLang put the cumulative usage.completion_tokens in every chunk with
+    # continuous_usage_stats; servers that ignore it still send the final usage chunk.
+    opts = {"include_usage": True}
+    if continuous_usage:
+        opts["continuous_usage_stats"] = True
+    return {"model": model, "max_tokens": max_tokens, "stream": True, "stream_options": opts}
+
+
+def openai_completions_body(prompt: Any, *, model: str | None, max_tokens: int, extra: dict,
+                            continuous_usage: bool) -> dict:
+    """``POST /v1/completions``: ``{"prompt": ...}``; ``extra`` keys are added last."""
+    body = _openai_body(model, max_tokens, continuous_usage)
+    body["prompt"] = prompt
+    body.update(extra)
+    return body
+
+
+def openai_chat_body(prompt: Any, *, model: str | None, max_tokens: int, extra: dict,
+                     continuous_usage: bool) -> dict:
+    """``POST /v1/chat/completions``: one user message; ``extra`` keys are added last."""
+    body = _openai_body(model, max_tokens, continuous_usage)
+    body["messages"] = [{"role": "user", "content": prompt}]
+    body.update(extra)
+    return body
+
+
+def sglang_generate_body(prompt: Any, *, model: str | None, max_tokens: int, extra: dict,
+                         continuous_usage: bool) -> dict:
+    """SGLang's native ``POST /generate``: ``{"text": ...}`` or ``{"input_ids": [...]}``.
+
+    ``extra`` keys go into ``sampling_params`` unless they are SGLang's top-level request
+    keys; the model name and usage options do not apply (every event carries
+    ``meta_info.completion_tokens``).
+    """
+    extra = dict(extra)
+    sampling = {"max_new_tokens": max_tokens}
+    sampling.update(extra.pop("sampling_params", {}) or {})
+    top = {}
+    for k, v in extra.items():
+        (top if k in SGLANG_TOP_LEVEL_KEYS else sampling)[k] = v
+    body: dict = {"sampling_params": sampling, "stream": True}
+    if isinstance(prompt, str):
+        body["text"] = prompt
+    else:
+        body["input_ids"] = list(prompt)
+    body.update(top)
+    return body
+
+
+# --------------------------------------------------------------------- request functions
+
+_TIMEOUT_TEXT = {
+    Kind.TIMEOUT_FIRST_TOKEN: "no first token within",
+    Kind.TIMEOUT_STALL: "no token for",
+    Kind.TIMEOUT_TOTAL: "request not finished within",
+}
+
+
+async def stream_request(ep: Endpoint, index: int, body: bytes, usage_chunk: bool) -> RequestResult:
+    """Send ``body``, read the event stream, return the request's record (never raises
+    for a failed request; raises :class:`~sweepcore.loadgen.stamping.StampingError` when
+    arrival times could not be stamped)."""
+    res = RequestResult(index=index)
+    scan = StreamScan(res, usage_chunk)
+    offs = res.chunk_offsets
+    loop = asyncio.get_running_loop()
+    pc = time.perf_counter
+    fire_kind = Kind.TIMEOUT_FIRST_TOKEN
+    started = loop.time()
+    total_deadline = started + ep.timeout_total
+    wall0 = time.time()
+    t_pre = t0 = pc()
+    sent = [0.0]  # set by the send-stamp trace when the body is handed to the socket
+    try:
+        async with asyncio.timeout_at(min(total_deadline, started + ep.timeout_first_token)) as tm:
+            if ep.timeout_total <= ep.timeout_first_token:
+                fire_kind = Kind.TIMEOUT_TOTAL
+            async with ep.session.post(ep.url, data=body, headers=ep.headers,
+                                       trace_request_ctx=sent) as resp:
+                if sent[0]:
+                    t0 = sent[0]
+                res.http_status = resp.status
+                if resp.status != 200:
+                    raw = await resp.content.read(65536)
+                    text = raw.decode("utf-8", "replace")
+                    res.error_kind = classify_error_text(text, Kind.HTTP_ERROR)
+                    res.error = f"HTTP {resp.status}: {text}"
+                    return res
+                content = resp.content
+                proto = stamping.handler_of(resp)
+                while not scan.over:
+                    data = await content.readany()
+                    if not data:
+                        break
+                    now = proto.since(t0) if proto is not None else pc() - t0
+                    if scan.feed(data, now):
+                        stall_at = loop.time() + ep.timeout_stall
+                        if stall_at < total_deadline:
+                            tm.reschedule(stall_at)
+                            fire_kind = Kind.TIMEOUT_STALL
+                        else:
+                            tm.reschedule(total_deadline)
+                            fire_kind = Kind.TIMEOUT_TOTAL
+                if scan.error is not None:
+                    res.error_kind = classify_error_text(scan.error, Kind.ERROR_IN_STREAM)
+                    res.error = scan.error
+                elif not scan.done and not scan.finish:
+                    res.error_kind = Kind.CONNECTION_LOST_MID_STREAM
+                    res.error = (
+                        "the stream ended before [DONE] and before a finish_reason "
+                        f"(after {len(offs)} token chunks)"
+                    )
+    except TimeoutError:
+        limit = {
+            Kind.TIMEOUT_FIRST_TOKEN: ep.timeout_first_token,
+            Kind.TIMEOUT_STALL: ep.timeout_stall,
+            Kind.TIMEOUT_TOTAL: ep.timeout_total,
+        }[fire_kind]
+        res.error_kind = fire_kind
+        res.error = f"{_TIMEOUT_TEXT[fire_kind]} {limit:g} s (after {len(offs)} token chunks)"
+    except aiohttp.ClientConnectorError as e:
+        res.error_kind = Kind.CONNECTION_REFUSED
+        res.error = f"cannot connect to {ep.url}: {e.os_error or e}"
+    except (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError,
+            aiohttp.ClientOSError) as e:
+        res.error_kind = Kind.CONNECTION_LOST_MID_STREAM
+        where = "before the response" if res.http_status is None else (
+            f"mid-stream after {len(offs)} token chunks")
+        res.error = f"connection lost {where}: {type(e).__name__}: {e}"
+    except aiohttp.ClientError as e:
+        res.error_kind = Kind.CLIENT_ERROR
+        res.error = f"{type(e).__name__}: {e}"
+    finally:
+        res.send_time = wall0 + (t0 - t_pre)
+        scan.count()
+        res.finish_reason = scan.finish
+    if not res.error_kind and res.output_tokens == 0:
+        res.error_kind = Kind.EMPTY_RESPONSE
+        res.error = ("HTTP 200 stream finished with zero output tokens "
+                     f"(finish_reason={scan.finish or 'none'})")
+    return res
+
+
+async def request_openai(ep: Endpoint, index: int, body: bytes) -> RequestResult:
+    """openai-completions and openai-chat: chunks carry ``usage`` (with
+    ``continuous_usage_stats``) and the stream ends with a usage chunk, ``"choices": []``."""
+    return await stream_request(ep, index, body, usage_chunk=True)
+
+
+async def request_sglang_generate(ep: Endpoint, index: int, body: bytes) -> RequestResult:
+    """sglang-generate: every event carries ``meta_info.completion_tokens`` (cumulative),
+    ``prompt_tokens`` and, under speculative decoding, ``spec_verify_ct``."""
+    return await stream_request(ep, index, body, usage_chunk=False)
+
+
+@dataclass(frozen=True, slots=True)
+class Api:
+    """One HTTP API: its path, how a prompt becomes its body, the function that sends it."""
+
+    path: str
+    build_body: Callable[..., dict]
+    request: Callable[[Endpoint, int, bytes], Awaitable[RequestResult]]
+
+
+#: The APIs by name (``LoadConfig.api``): the one list of them.
+API_REGISTRY = {
+    "openai-completions": Api("/v1/completions", openai_completions_body, request_openai),
+    "openai-chat": Api("/v1/chat/completions", openai_chat_body, request_openai),
+    "sglang-generate": Api("/generate", sglang_generate_body, request_sglang_generate),
+}
+API_PATHS = {name: api.path for name, api in API_REGISTRY.items()}
+APIS = tuple(API_REGISTRY)

@@ -1,0 +1,290 @@
+"""The load: what to send (:class:`LoadConfig`), how it arrives (closed or open loop), what
+came back (:class:`LoadResult`), and how busy the client itself was meanwhile.
+
+Closed loop (``request_rate=None``): ``concurrency`` workers, each sends its next request
+when its previous one ends.  Open loop: arrivals at ``request_rate`` req/s with
+gamma-distributed gaps (``burstiness=1`` is Poisson; smaller is burstier, as in ``vllm
+bench serve``), capped at ``concurrency`` in flight (queued arrivals wait; the send time
+is taken when the request is actually sent).  ``num_requests`` or ``duration`` (stop
+issuing after that many seconds) bounds the run; ``warmup`` requests run first, at the
+same concurrency, and are kept apart in ``LoadResult.warmup_results``.
+
+During the measurement a task samples event-loop lag every ``lag_interval`` seconds
+(lateness of a timer; includes up to ~1 ms of epoll timer granularity) and the loop
+thread's CPU time (``time.thread_time``) is taken at both ends.  ``client_bound`` is set
+when lag p99 > 5 ms or the client used > 90 % of a core: a number measured while the
+client was saturated is flagged, not presented as the server's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+import aiohttp
+
+from sweepcore.loadgen import stamping
+from sweepcore.loadgen.apis import API_REGISTRY, APIS, Endpoint, RequestResult
+from sweepcore.metrics import percentile, summarize
+
+CLIENT_BOUND_LAG_MS = 5.0
+CLIENT_BOUND_CPU_FRACTION = 0.9
+
+
+@dataclass
+class LoadConfig:
+    """One load: the server, the API and its prompts, how many requests and how they arrive."""
+
+    base_url: str
+    api: str = "openai-completions"
+    model: str | None = None
+    prompts: Sequence[Any] = ()  # strings, or token id lists for sglang-generate
+    max_tokens: int = 256
+    concurrency: int = 1
+    num_requests: int | None = None
+    duration: float | None = None
+    request_rate: float | None = None  # None = closed loop
+    burstiness: float = 1.0
+    warmup: int = 0
+    timeout_first_token: float = 600.0
+    timeout_stall: float = 120.0
+    timeout_total: float = 3600.0
+    connect_timeout: float = 10.0
+    extra_body: dict = field(default_factory=dict)  # e.g. {"ignore_eos": True}
+    continuous_usage: bool = True
+    api_key: str | None = None
+    seed: int = 0
+    lag_interval: float = 0.01
+    progress: Callable[[RequestResult], None] | None = None
+
+    def validate(self) -> None:
+        if self.api not in API_REGISTRY:
+            raise ValueError(f"unknown api {self.api!r}; choose one of {', '.join(APIS)}")
+        if not self.prompts:
+            raise ValueError("no prompts")
+        if self.concurrency < 1:
+            raise ValueError("concurrency must be >= 1")
+        if self.num_requests is None and self.duration is None:
+            raise ValueError("give num_requests or duration")
+        if self.request_rate is not None and self.request_rate <= 0:
+            raise ValueError("request_rate must be > 0 (None for a closed loop)")
+        if self.burstiness <= 0:
+            raise ValueError("burstiness must be > 0")
+        if self.api != "sglang-generate" and not self.model:
+            raise ValueError(f"{self.api} needs a model name")
+
+
+@dataclass
+class LoadResult:
+    """Every request of one load, its wall duration and the client's own load meanwhile."""
+
+    results: list  # RequestResult, in completion order, failures included
+    duration: float  # wall seconds, first send to last completion
+    start_time: float  # epoch seconds
+    warmup_results: list = field(default_factory=list)
+    lag_samples_ms: list = field(default_factory=list)
+    event_loop_lag_p99_ms: float | None = None
+    client_cpu_s: float = 0.0
+    client_cpu_fraction: float = 0.0
+    client_bound: bool = False
+
+    @property
+    def spec_verify_ct(self) -> list:
+        """Per-request ``spec_verify_ct`` (None where the server did not report it)."""
+        return [r.spec_verify_ct for r in self.results]
+
+    def summary(self, prompt_tokens_fallback: int | None = None) -> dict:
+        return summarize(
+            self.results,
+            self.duration,
+            client_bound=self.client_bound,
+            event_loop_lag_p99_ms=self.event_loop_lag_p99_ms,
+            prompt_tokens_fallback=prompt_tokens_fallback,
+        )
+
+
+def build_body(config: LoadConfig, prompt: Any) -> dict:
+    """The JSON request body for one prompt, in ``config.api``'s shape."""
+    return API_REGISTRY[config.api].build_body(
+        prompt,
+        model=config.model,
+        max_tokens=config.max_tokens,
+        extra=dict(config.extra_body or {}),
+        continuous_usage=config.continuous_usage,
+    )
+
+
+class _Sender:
+    """Sends request ``i`` of a load: prompt ``i`` modulo the prompts, bodies encoded once."""
+
+    def __init__(self, config: LoadConfig, session: aiohttp.ClientSession):
+        api = API_REGISTRY[config.api]
+        headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
+        if config.api_key:
+            headers["Authorization"] = f"Bearer {config.api_key}"
+        self.endpoint = Endpoint(
+            session=session,
+            url=config.base_url.rstrip("/") + api.path,
+            headers=headers,
+            timeout_first_token=config.timeout_first_token,
+            timeout_stall=config.timeout_stall,
+            timeout_total=config.timeout_total,
+        )
+        self.request = api.request
+        self.bodies = [
+            json.dumps(build_body(config, p), separators=(",", ":")).encode()
+            for p in config.prompts
+        ]
+
+    def one(self, index: int):
+        return self.request(self.endpoint, index, self.bodies[index % len(self.bodies)])
+
+
+def make_session(concurrency: int, connect_timeout: float = 10.0) -> aiohttp.ClientSession:
+    """One shared session: connection limit >= concurrency, 1 MiB read buffers, stamping.
+
+    The send time TTFT is measured from is when the request body is handed to the socket
+    (so the client's own request-building time is not counted as server latency;
+    connection set-up on a new connection still is); arrivals are stamped by the
+    connections' protocol (:mod:`sweepcore.loadgen.stamping`).
+    """
+    connector = stamping.stamping_connector(limit=concurrency + 8, limit_per_host=0,
+                                            ttl_dns_cache=300, enable_cleanup_closed=False)
+    return aiohttp.ClientSession(
+        connector=connector,
+        timeout=aiohttp.ClientTimeout(total=None, sock_connect=connect_timeout),
+        read_bufsize=1 << 20,
+        auto_decompress=False,
+        trust_env=False,
+        trace_configs=[stamping.send_stamp_trace()],
+    )
+
+
+async def run_load(config: LoadConfig) -> LoadResult:
+    """Run warmup then the measured load; return every request's record.
+
+    Raises :class:`~sweepcore.loadgen.stamping.StampingError` when arrival times cannot
+    be stamped on this event loop or with this aiohttp.
+    """
+    config.validate()
+    undo = stamping.install_poll_stamp(asyncio.get_running_loop())
+    try:
+        return await _run_load(config)
+    finally:
+        undo()
+
+
+def run_load_sync(config: LoadConfig) -> LoadResult:
+    """Synchronous wrapper around :func:`run_load` (runs its own event loop)."""
+    return asyncio.run(run_load(config))
+
+
+async def _run_load(config: LoadConfig) -> LoadResult:
+    async with make_session(config.concurrency, config.connect_timeout) as session:
+        sender = _Sender(config, session)
+        warm: list[RequestResult] = []
+        if config.warmup:
+            warm = await _closed_loop(sender, config.warmup, None, min(config.concurrency, config.warmup), None)
+        samples: list[float] = []
+        stop = asyncio.Event()
+        monitor = asyncio.create_task(_lag_monitor(config.lag_interval, samples, stop))
+        cpu0 = time.thread_time()
+        start_epoch = time.time()
+        t0 = time.perf_counter()
+        if config.request_rate is None:
+            results = await _closed_loop(sender, config.num_requests, config.duration,
+                                         config.concurrency, config.progress)
+        else:
+            results = await _open_loop(sender, config)
+        duration = time.perf_counter() - t0
+        cpu = time.thread_time() - cpu0
+        stop.set()
+        await monitor
+    p99 = percentile(samples, 99)
+    frac = cpu / duration if duration > 0 else 0.0
+    return LoadResult(
+        results=results,
+        duration=duration,
+        start_time=start_epoch,
+        warmup_results=warm,
+        lag_samples_ms=samples,
+        event_loop_lag_p99_ms=p99,
+        client_cpu_s=cpu,
+        client_cpu_fraction=frac,
+        client_bound=bool((p99 is not None and p99 > CLIENT_BOUND_LAG_MS)
+                          or frac > CLIENT_BOUND_CPU_FRACTION),
+    )
+
+
+async def _lag_monitor(interval: float, samples: list, stop: asyncio.Event) -> None:
+    pc = time.perf_counter
+    while not stop.is_set():
+        t = pc()
+        await asyncio.sleep(interval)
+        samples.append(max(0.0, (pc() - t - interval) * 1000.0))
+
+
+async def _closed_loop(sender: _Sender, num: int | None, duration: float | None,
+                       concurrency: int, progress) -> list[RequestResult]:
+    results: list[RequestResult] = []
+    counter = iter(range(num)) if num is not None else None
+    next_i = 0
+    deadline = (time.perf_counter() + duration) if duration is not None else None
+
+    def take() -> int | None:
+        nonlocal next_i
+        if deadline is not None and time.perf_counter() >= deadline:
+            return None
+        if counter is not None:
+            return next(counter, None)
+        next_i += 1
+        return next_i - 1
+
+    async def worker() -> None:
+        while True:
+            i = take()
+            if i is None:
+                return
+            r = await sender.one(i)
+            results.append(r)
+            if progress is not None:
+                progress(r)
+
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return results
+
+
+async def _open_loop(sender: _Sender, c: LoadConfig) -> list[RequestResult]:
+    results: list[RequestResult] = []
+    sem = asyncio.Semaphore(c.concurrency)
+    rng = random.Random(c.seed)
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    end = start + c.duration if c.duration is not None else None
+    tasks = []
+
+    async def guarded(i: int) -> None:
+        async with sem:
+            r = await sender.one(i)
+        results.append(r)
+        if c.progress is not None:
+            c.progress(r)
+
+    at = start
+    i = 0
+    while c.num_requests is None or i < c.num_requests:
+        if i:
+            at += rng.gammavariate(c.burstiness, 1.0 / (c.request_rate * c.burstiness))
+        if end is not None and at >= end:
+            break
+        delay = at - loop.time()
+        if delay > 0:
+            await asyncio.sleep(delay)
+        tasks.append(asyncio.create_task(guarded(i)))
+        i += 1
+    await asyncio.gather(*tasks)
+    return results
