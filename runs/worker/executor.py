@@ -29,6 +29,7 @@ from runs.models import PointStatus, RunEventKind, RunStatus
 from runs.worker.store import RunStore
 from sweepcore import failures, loadgen, prompts, telemetry
 from sweepcore.engines import ArgvError, LaunchValues, get_adapter
+from sweepcore.kinds import RequestErrorKind
 from sweepcore.server import NotReady, ServerExited, ServerProcess, free_port, kill_leftover, port_in_use
 
 log = logging.getLogger(__name__)
@@ -39,8 +40,8 @@ GPU_RELEASE_TIMEOUT_S = 60
 # Launches in all when the port picked is taken before the server binds it.
 PORT_ATTEMPTS = 3
 
-CONNECTION_ERRORS = {"connection_refused", "connection_lost_mid_stream"}
-TIMEOUT_ERRORS = {"timeout_first_token", "timeout_stall", "timeout_total"}
+CONNECTION_ERRORS = {RequestErrorKind.CONNECTION_REFUSED, RequestErrorKind.CONNECTION_LOST_MID_STREAM}
+TIMEOUT_ERRORS = {RequestErrorKind.TIMEOUT_FIRST_TOKEN, RequestErrorKind.TIMEOUT_STALL, RequestErrorKind.TIMEOUT_TOTAL}
 
 
 # --- pure decisions -------------------------------------------------------------------
