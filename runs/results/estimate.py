@@ -18,6 +18,7 @@ from statistics import median
 
 from django.db.models import F, Min
 
+from runs.models import Point, PointStatus, Run
 from sweepcore.plan import PLANNED, canonical_params
 
 RECENT = 5
@@ -89,8 +90,6 @@ def format_duration(seconds):
 
 def load_history(spec, gpu_model):
     """The History of this spec's engine, model and GPU model at its TP sizes."""
-    from runs.models import Point, PointStatus, Run
-
     same_setup = {
         "sweep__engine__name": spec.engine,
         "sweep__llm__name": spec.model,
