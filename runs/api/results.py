@@ -6,7 +6,7 @@ from django.shortcuts import get_object_or_404
 from ninja import Field, Query, Router, Schema
 from ninja.errors import HttpError
 
-from runs.api.schemas import DENIED, FILTER_TEXT, ID, ErrorOut, Paging, page
+from runs.api.schemas import DENIED, FILTER_TEXT, ID, INT_FILTER, ErrorOut, Paging, page
 from runs.models import Point, RequestRecord, Run
 from sweepcore import metrics
 
@@ -58,10 +58,10 @@ def run_out(run):
 
 
 class RunFilters(Schema):
-    sweep: int | None = Field(None, ge=0, le=2**63 - 1)
+    sweep: int | None = Field(**INT_FILTER)
     status: str | None = Field(**FILTER_TEXT)
     method: str | None = Field(**FILTER_TEXT)
-    tp: int | None = Field(None, ge=0, le=2**63 - 1)
+    tp: int | None = Field(**INT_FILTER)
     failure_kind: str | None = Field(**FILTER_TEXT)
 
 
@@ -143,12 +143,12 @@ def point_out(row):
 
 
 class PointFilters(Schema):
-    sweep: int | None = Field(None, ge=0, le=2**63 - 1)
-    run: int | None = Field(None, ge=0, le=2**63 - 1)
+    sweep: int | None = Field(**INT_FILTER)
+    run: int | None = Field(**INT_FILTER)
     status: str | None = Field(**FILTER_TEXT)
     workload: str | None = Field(**FILTER_TEXT)
     method: str | None = Field(**FILTER_TEXT)
-    tp: int | None = Field(None, ge=0, le=2**63 - 1)
+    tp: int | None = Field(**INT_FILTER)
 
 
 @router.get("/points", response={200: PointList, 400: ErrorOut, **DENIED}, tags=["results"])
@@ -227,9 +227,9 @@ def list_requests(request, point_id: ID, paging: Query[Paging]):
 
 
 class RequestFilters(Schema):
-    sweep: int | None = Field(None, ge=0, le=2**63 - 1)
-    run: int | None = Field(None, ge=0, le=2**63 - 1)
-    point: int | None = Field(None, ge=0, le=2**63 - 1)
+    sweep: int | None = Field(**INT_FILTER)
+    run: int | None = Field(**INT_FILTER)
+    point: int | None = Field(**INT_FILTER)
     error_kind: str | None = Field(**FILTER_TEXT, description="e.g. timeout_stall, http_error (runs/loadgen.py)")
     failed: bool | None = Field(None, description="true: only requests with an error; false: only without")
 
