@@ -17,6 +17,8 @@ from runs.api.auth import RoleSessionAuth, TokenAuth
 
 
 class SweeplabAPI(NinjaAPI):
+    """The NinjaAPI, with operation ids that do not depend on the module of an endpoint."""
+
     def get_openapi_operation_id(self, operation):
         # The ids the schema had when the API was one module (runs_api_<function>), so
         # clients generated from it keep their names whatever module an endpoint lives in.
