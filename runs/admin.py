@@ -27,6 +27,7 @@ from runs.models import (
     TelemetrySample,
 )
 from runs.results.exports import export_response
+from runs.tokens import new_token
 
 CURATION_FIELDS = ("excluded", "exclude_reason", "is_baseline", "notes")
 ESTIMATE_ABOVE_ROWS = 10_000
@@ -484,8 +485,6 @@ class ApiTokenAdmin(admin.ModelAdmin):
 
     def save_model(self, request, obj, form, change):
         if not change:
-            from runs.api import new_token
-
             if not request.user.is_superuser or not obj.user_id:
                 obj.user = request.user
             token, obj.key_hash = new_token()

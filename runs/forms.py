@@ -1,9 +1,18 @@
+"""The pages' forms: the import upload, and the GET parameters of the history, compare,
+run-selection and chart endpoints (runs.queryparams: a bad one is a 400 that names it)."""
+
 from django import forms
 
 from benchmarks.models import LLM, Engine, Host, Workload
+from runs.models import Run
+from runs.queryparams import FlagParam, IdListParam, IntegerParam, NumberParam, QueryForm, TextParam
+from runs.results import compare as compare_lib
+from runs.results import history as hist
 from sweepcore.importers import FORMAT_DESCRIPTIONS, FORMATS
 
 IMPORT_MAX_BYTES = 64 << 20
+HISTORY_MAX_WINDOW = 100
+HISTORY_MAX_THRESHOLD = 1000
 
 
 class ImportForm(forms.Form):
@@ -35,3 +44,101 @@ class ImportForm(forms.Form):
         if upload.size > IMPORT_MAX_BYTES:
             raise forms.ValidationError(f"{upload.name} is {upload.size:,} bytes; the limit is {IMPORT_MAX_BYTES:,}")
         return upload
+
+
+class HistoryQueryForm(QueryForm):
+    """One history series (runs.results.history.SERIES_KEYS), its metric and how regressions
+    are detected; ``config`` (the page's select, "method:params_key") overrides method and
+    params. The cleaned data carries the series as ``series``."""
+
+    model = TextParam()
+    engine = TextParam()
+    method = TextParam()
+    params = TextParam("{}")
+    tp = IntegerParam()
+    workload = TextParam()
+    prompt_tokens = IntegerParam()
+    concurrency = IntegerParam()
+    gpu = TextParam()
+    config = TextParam()
+    metric = TextParam(hist.DEFAULT_METRIC)
+    threshold = NumberParam(hist.DEFAULT_THRESHOLD, above=0, below=HISTORY_MAX_THRESHOLD)
+    window = IntegerParam(hist.DEFAULT_WINDOW, minimum=hist.MIN_HISTORY, maximum=HISTORY_MAX_WINDOW)
+    show_excluded = FlagParam()
+
+    def clean_metric(self):
+        try:
+            return hist.validate_metric(self.cleaned_data["metric"])
+        except ValueError as exc:
+            raise forms.ValidationError(str(exc)) from None
+
+    def clean(self):
+        data = super().clean()
+        if data.get("config"):
+            data["method"], _, params = data["config"].partition(":")
+            data["params"] = params or "{}"
+        data["series"] = {key: data.get(key) for key in hist.SERIES_KEYS}
+        return data
+
+
+class SelectionForm(QueryForm):
+    """A selection of sweeps and/or runs: ?sweep=A&sweep=B, ?run=X&run=Y."""
+
+    sweep = IdListParam("“{}” is not an id")
+    run = IdListParam("“{}” is not an id")
+
+    def selection_error(self):
+        """The first bad id's message, or ""."""
+        errors = self.errors.get("sweep") or self.errors.get("run")
+        return errors[0] if errors else ""
+
+
+class CompareForm(SelectionForm):
+    """The compare page: the selection and the metric compared."""
+
+    metric = TextParam(compare_lib.DEFAULT_METRIC)
+
+    def clean_metric(self):
+        metric = self.cleaned_data["metric"]
+        if metric not in compare_lib.METRICS:
+            raise forms.ValidationError(f"Unknown metric “{metric}”: choose one of {', '.join(compare_lib.METRICS)}.")
+        return metric
+
+    def asked_metric(self):
+        """The metric asked for, known or not (the page shows it)."""
+        return self.cleaned_data.get("metric") or self["metric"].data
+
+
+class RunSelectionForm(QueryForm):
+    """Runs from any sweeps: ?runs=1,2,3 (or runs=1&runs=2, as a form of checkboxes sends
+    them). The cleaned ``runs`` are the Run rows in the order given, with their sweeps."""
+
+    runs = IdListParam("“{}” is not a run id: give ids like ?runs=1,2,3", commas=True)
+
+    def clean_runs(self):
+        ids = self.cleaned_data["runs"]
+        if not ids:
+            raise forms.ValidationError("no runs selected: give run ids like ?runs=1,2,3")
+        found = {
+            run.pk: run
+            for run in Run.objects.filter(pk__in=ids).select_related("sweep").only(
+                "id", "sweep_id", "method", "params", "tp", "attempt", "status", "excluded", "exclude_reason",
+                "sweep__id", "sweep__name"
+            )
+        }
+        missing = [str(i) for i in ids if i not in found]
+        if missing:
+            raise forms.ValidationError(f"no run #{', #'.join(missing)}")
+        return [found[i] for i in ids]
+
+
+class ChartChoiceForm(QueryForm):
+    """?family=ID or ?chart=ID (runs.results.charts.build_charts): the overview when neither."""
+
+    family = TextParam(None)
+    chart = TextParam(None)
+
+
+def chart_choice(query):
+    """The chart parameters of a charts endpoint, as build_charts' keywords."""
+    return dict(ChartChoiceForm.parse(query))

@@ -13,8 +13,8 @@ from django.urls import reverse
 from django.utils import timezone
 
 from benchmarks.models import Sweep
-from runs.api import hash_token, new_token
 from runs.models import ApiToken, Point, RequestRecord, Run
+from runs.tokens import hash_token, new_token
 from sweepcore.metrics import LATENCY_FIELDS
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "qwen3.6-27b-sm120.yaml"

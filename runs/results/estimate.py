@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from django.db.models import F, Min
 
+from runs.models import Point, Run
 from sweepcore.kinds import PointStatus
 from sweepcore.metrics import percentile
 from sweepcore.plan import canonical_params
@@ -90,8 +91,6 @@ def format_duration(seconds):
 
 def load_history(spec, gpu_model):
     """The History of this spec's engine, model and GPU model at its TP sizes."""
-    from runs.models import Point, PointStatus, Run
-
     same_setup = {
         "sweep__engine__name": spec.engine,
         "sweep__llm__name": spec.model,

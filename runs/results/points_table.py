@@ -1,8 +1,8 @@
 """The sweep page's points table: one page of a sweep's points, sorted and filtered in SQL.
 
-``parse_query`` validates the GET parameters (raising ``TableQueryError`` with a message
-the page can show); ``points_table`` answers them in four queries whatever the number of
-points: the sweep's runs, the statuses and workloads present, the count, and the page.
+``parse_query`` validates the GET parameters (``PointsTableForm``, raising ``TableQueryError``
+with a message the page can show); ``points_table`` answers them in four queries whatever the
+number of points: the sweep's runs, the statuses and workloads present, the count, and the page.
 
 A metric of a point that is not ``ok`` is never a value: it is ``None`` in the rows and
 sorts as a missing value (last, in both directions), and the row carries the point's
@@ -11,10 +11,12 @@ status and reason instead.
 
 import math
 
+from django.core.exceptions import ValidationError
 from django.db.models import Case, F, FloatField, IntegerField, Q, Value, When
 
 from benchmarks.models import Method
 from runs.models import Point, PointStatus, Run
+from runs.queryparams import ChoiceParam, IntegerParam, QueryError, QueryForm, TextParam
 from runs.results.charts import config_label
 
 DEFAULT_PER_PAGE = 100
@@ -55,50 +57,38 @@ ROW_FIELDS = (
 )
 
 
-class TableQueryError(ValueError):
+class TableQueryError(QueryError):
     """A parameter of the points table that cannot be answered; the message says which."""
 
 
-def int_param(query, name, default, minimum=1, maximum=None):
-    """An integer GET parameter within bounds (also used by the history page's query)."""
-    raw = str(query.get(name, "")).strip()
-    if raw == "":
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        raise TableQueryError(f"{name} must be an integer, got {raw!r}") from None
-    if value < minimum or (maximum is not None and value > maximum):
-        upper = f" and at most {maximum}" if maximum is not None else ""
-        raise TableQueryError(f"{name} must be at least {minimum}{upper}, got {value}")
-    return value
+class PointsTableForm(QueryForm):
+    """The table's GET parameters (a sort column, filters, a page)."""
+
+    query_error = TableQueryError
+
+    sort = TextParam(DEFAULT_SORT, strip=True)  # a column of SORT_COLUMNS, "-" first for descending
+    status = ChoiceParam(PointStatus.values, "status")
+    workload = TextParam(strip=True)
+    method = ChoiceParam(Method.values, "method")
+    tp = IntegerParam()
+    run = IntegerParam()
+    q = TextParam(strip=True)
+    page = IntegerParam(1)
+    per_page = IntegerParam(DEFAULT_PER_PAGE, maximum=MAX_PER_PAGE)
+
+    def clean_sort(self):
+        sort = self.cleaned_data["sort"]
+        if sort.lstrip("-") not in SORT_COLUMNS:
+            raise ValidationError(
+                f"unknown sort column {sort.lstrip('-')!r}: choose one of {', '.join(SORT_COLUMNS)} "
+                "(prefix - for descending)"
+            )
+        return sort
 
 
 def parse_query(query):
     """The validated table parameters of a GET query (a QueryDict or a plain dict)."""
-    sort = query.get("sort", "").strip() or DEFAULT_SORT
-    if sort.lstrip("-") not in SORT_COLUMNS:
-        raise TableQueryError(
-            f"unknown sort column {sort.lstrip('-')!r}: choose one of {', '.join(SORT_COLUMNS)} "
-            "(prefix - for descending)"
-        )
-    status = query.get("status", "").strip()
-    if status and status not in PointStatus.values:
-        raise TableQueryError(f"unknown status {status!r}: choose one of {', '.join(PointStatus.values)}")
-    method = query.get("method", "").strip()
-    if method and method not in Method.values:
-        raise TableQueryError(f"unknown method {method!r}: choose one of {', '.join(Method.values)}")
-    return {
-        "sort": sort,
-        "status": status,
-        "workload": query.get("workload", "").strip(),
-        "method": method,
-        "tp": int_param(query, "tp", None),
-        "run": int_param(query, "run", None),
-        "q": query.get("q", "").strip(),
-        "page": int_param(query, "page", 1),
-        "per_page": int_param(query, "per_page", DEFAULT_PER_PAGE, maximum=MAX_PER_PAGE),
-    }
+    return dict(PointsTableForm.parse(query))
 
 
 def _ordering(sort):

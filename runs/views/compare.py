@@ -6,11 +6,11 @@ from django.shortcuts import render
 from django.urls import reverse
 
 from benchmarks.models import Sweep
+from runs.forms import CompareForm, SelectionForm
 from runs.models import Point, Run
 from runs.results import compare as compare_lib
 from runs.results.exports import EXPORT_KINDS, export_response
 from runs.roles import reader_required
-from runs.views.params import id_list
 from sweepcore import metrics
 
 
@@ -20,11 +20,10 @@ def selection_export(request, kind):
     and run-selection pages link here). Bad or unknown ids: a 400 that names them."""
     if kind not in EXPORT_KINDS:
         raise Http404(f"no export {kind!r}: expected one of {', '.join(EXPORT_KINDS)}")
-    try:
-        sweep_ids = id_list(request.GET.getlist("sweep"))
-        run_ids = id_list(request.GET.getlist("run"))
-    except ValueError as exc:
-        return JsonResponse({"error": f"bad selection: {exc}"}, status=400)
+    form = SelectionForm(request.GET)
+    if not form.is_valid():
+        return JsonResponse({"error": f"bad selection: {form.selection_error()}"}, status=400)
+    sweep_ids, run_ids = form.cleaned_data["sweep"], form.cleaned_data["run"]
     if not sweep_ids and not run_ids:
         return JsonResponse({"error": "nothing selected: give ?sweep=ID or ?run=ID, once per sweep or run"}, status=400)
     found_sweeps = set(Sweep.objects.filter(pk__in=sweep_ids).values_list("pk", flat=True))
@@ -67,7 +66,9 @@ def _compare_points(queryset, metric):
 def compare(request):
     """Two or more sweeps (?sweep=..) or runs (?run=..) side by side for one metric; the
     first is the baseline. Bad input is a message on the page, never an error page."""
-    metric = request.GET.get("metric") or compare_lib.DEFAULT_METRIC
+    form = CompareForm(request.GET)
+    form.is_valid()  # each bad parameter is a message below
+    metric = form.asked_metric()
     context = {
         "metric": metric,
         "metrics": [
@@ -81,16 +82,13 @@ def compare(request):
         "chart": None,
     }
     errors = context["errors"]
-    try:
-        sweep_ids = id_list(request.GET.getlist("sweep"))
-        run_ids = id_list(request.GET.getlist("run"))
-    except ValueError as exc:
-        errors.append(f"Bad selection: {exc}.")
-        sweep_ids = run_ids = []
-    if metric not in compare_lib.METRICS:
-        errors.append(
-            f"Unknown metric “{metric}”: choose one of {', '.join(compare_lib.METRICS)}."
-        )
+    sweep_ids = run_ids = []
+    if form.selection_error():
+        errors.append(f"Bad selection: {form.selection_error()}.")
+    else:
+        sweep_ids, run_ids = form.cleaned_data["sweep"], form.cleaned_data["run"]
+    if "metric" in form.errors:
+        errors.append(form.errors["metric"][0])
     if sweep_ids and run_ids:
         errors.append("Compare either sweeps or runs, not both.")
     elif not errors and (sweep_ids or run_ids) and len(sweep_ids or run_ids) < 2:

@@ -6,48 +6,18 @@ from django.http import Http404, JsonResponse
 from django.shortcuts import render
 
 from runs.curation import notes_for
+from runs.forms import HistoryQueryForm
 from runs.results import history as hist
 from runs.results.exports import EXPORT_KINDS, export_response
 from runs.roles import reader_required
-from runs.views.params import BadQuery, int_param
 from sweepcore import metrics
-
-HISTORY_MAX_WINDOW = 100
 
 
 def _history_query(query):
-    """Validated history parameters from a GET query; raises BadQuery (a ValueError)."""
-    filters = {
-        "model": query.get("model", ""),
-        "engine": query.get("engine", ""),
-        "method": query.get("method", ""),
-        "params": query.get("params", "") or "{}",
-        "tp": int_param(query, "tp", minimum=1),
-        "workload": query.get("workload", ""),
-        "prompt_tokens": int_param(query, "prompt_tokens", minimum=1),
-        "concurrency": int_param(query, "concurrency", minimum=1),
-        "gpu": query.get("gpu", ""),
-    }
-    config = query.get("config", "")
-    if config:  # the page's select: "method:params_key"
-        filters["method"], _, filters["params"] = config.partition(":")
-        filters["params"] = filters["params"] or "{}"
-    metric = query.get("metric", "") or hist.DEFAULT_METRIC
-    try:
-        hist.validate_metric(metric)
-    except ValueError as exc:
-        raise BadQuery(str(exc)) from None
-    raw = query.get("threshold", "")
-    try:
-        threshold = float(raw) if raw != "" else hist.DEFAULT_THRESHOLD
-    except ValueError:
-        raise BadQuery(f"threshold must be a number, got {raw!r}") from None
-    if not (0 < threshold < 1000):
-        raise BadQuery(f"threshold must be > 0 and < 1000, got {raw}")
-    window = int_param(query, "window", hist.DEFAULT_WINDOW, minimum=hist.MIN_HISTORY,
-                        maximum=HISTORY_MAX_WINDOW)
-    show_excluded = query.get("show_excluded", "") in ("1", "true", "on", "yes")
-    return filters, metric, threshold, window, show_excluded
+    """Validated history parameters from a GET query (runs.forms.HistoryQueryForm): the
+    series, metric, threshold, window and show_excluded; raises a QueryError (a ValueError)."""
+    values = HistoryQueryForm.parse(query)
+    return values["series"], values["metric"], values["threshold"], values["window"], values["show_excluded"]
 
 
 @reader_required

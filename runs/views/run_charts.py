@@ -3,43 +3,11 @@
 from django.http import JsonResponse
 from django.shortcuts import render
 
-from runs.models import Run
+from runs.forms import RunSelectionForm, chart_choice
+from runs.queryparams import QueryError
 from runs.results.charts import UnknownChart
 from runs.results.charts import run_charts as build_run_charts
 from runs.roles import reader_required
-from runs.views.params import chart_choice
-
-
-class _BadSelection(ValueError):
-    pass
-
-
-def _selected_runs(query):
-    """The runs of ?runs=1,2,3 (or runs=1&runs=2, as a form of checkboxes sends them), in
-    the order given, with their sweeps: one query. Raises _BadSelection naming what is wrong."""
-    ids = []
-    for value in query.getlist("runs"):
-        for part in value.split(","):
-            part = part.strip()
-            if not part:
-                continue
-            if not part.isdigit():
-                raise _BadSelection(f"“{part}” is not a run id: give ids like ?runs=1,2,3")
-            if int(part) not in ids:
-                ids.append(int(part))
-    if not ids:
-        raise _BadSelection("no runs selected: give run ids like ?runs=1,2,3")
-    found = {
-        run.pk: run
-        for run in Run.objects.filter(pk__in=ids).select_related("sweep").only(
-            "id", "sweep_id", "method", "params", "tp", "attempt", "status", "excluded", "exclude_reason",
-            "sweep__id", "sweep__name"
-        )
-    }
-    missing = [str(i) for i in ids if i not in found]
-    if missing:
-        raise _BadSelection(f"no run #{', #'.join(missing)}")
-    return [found[i] for i in ids]
 
 
 @reader_required
@@ -48,8 +16,8 @@ def run_selection_charts(request):
     context = {"runs": [], "error": "", "sweeps": []}
     if request.GET.get("runs", "").strip():
         try:
-            runs = _selected_runs(request.GET)
-        except _BadSelection as exc:
+            runs = RunSelectionForm.parse(request.GET)["runs"]
+        except QueryError as exc:
             context["error"] = f"Cannot chart this selection: {exc}."
         else:
             ids = ",".join(str(run.pk) for run in runs)
@@ -67,8 +35,8 @@ def run_selection_charts_data(request):
     """JSON: runs.results.charts for the chosen runs (with ?family=ID / ?chart=ID as for a sweep);
     400 with {"error"} for a bad selection, 404 for an unknown family or chart."""
     try:
-        runs = _selected_runs(request.GET)
-    except _BadSelection as exc:
+        runs = RunSelectionForm.parse(request.GET)["runs"]
+    except QueryError as exc:
         return JsonResponse({"error": f"Cannot chart this selection: {exc}."}, status=400)
     try:
         data = build_run_charts([run.pk for run in runs], **chart_choice(request.GET))

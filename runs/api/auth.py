@@ -1,0 +1,49 @@
+"""Who may use the API: a bearer token (runs.tokens) or the browser's session, each with
+the pages' role check; ``require`` checks an operation's permission."""
+
+from datetime import timedelta
+
+from django.utils import timezone
+from ninja.errors import HttpError
+from ninja.security import HttpBearer, SessionAuth
+
+from runs.models import ApiToken
+from runs.roles import NO_ROLE, can_read, has_role
+from runs.tokens import hash_token
+
+LAST_USED_RESOLUTION = timedelta(minutes=1)  # last_used_at is written at most this often
+
+
+def reader(user):
+    """An authenticated account may use the API only with a role: 403 (before its
+    request is even validated) without one."""
+    if not can_read(user):
+        raise HttpError(403, NO_ROLE)
+    return user
+
+
+class TokenAuth(HttpBearer):
+    def authenticate(self, request, token):
+        # The lookup is by the digest of what was sent: timing reveals nothing of a token.
+        found = (ApiToken.objects.select_related("user").annotate(has_role=has_role("user_id"))
+                 .filter(key_hash=hash_token(token)).first())
+        if found is None or found.revoked_at is not None or not found.user.is_active:
+            return None
+        now = timezone.now()
+        if found.last_used_at is None or now - found.last_used_at > LAST_USED_RESOLUTION:
+            ApiToken.objects.filter(pk=found.pk).update(last_used_at=now)
+        found.user.has_role = found.has_role
+        request.user = found.user
+        return reader(found.user)
+
+
+class RoleSessionAuth(SessionAuth):
+    """The browser's session (CSRF-checked on unsafe methods), with the same role check."""
+
+    def authenticate(self, request, key):
+        return reader(request.user) if request.user.is_authenticated else None
+
+
+def require(request, perm, what):
+    if not request.user.has_perm(perm):
+        raise HttpError(403, f"you may not {what}: it needs the permission {perm}")
