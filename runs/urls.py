@@ -17,6 +17,11 @@ urlpatterns = [
     path("runs/<int:run_id>/drawer.json", sweep_detail.run_drawer, name="run-drawer"),
     path("sweeps/<int:sweep_id>/charts.json", sweep_detail.sweep_charts, name="sweep-charts"),
     path("sweeps/<int:sweep_id>/points-table.json", sweep_detail.sweep_points_table, name="sweep-points-table"),
+    # Partials of the sweep page that htmx swaps in (templates/runs/partials/).
+    path("sweeps/<int:sweep_id>/partials/live", sweep_detail.sweep_live_partial, name="sweep-live-partial"),
+    path("sweeps/<int:sweep_id>/partials/points-table", sweep_detail.sweep_points_table_partial,
+         name="sweep-points-table-partial"),
+    path("runs/<int:run_id>/partials/drawer", sweep_detail.run_drawer_partial, name="run-drawer-partial"),
     path("charts/", run_charts.run_selection_charts, name="run-selection-charts"),
     path("charts.json", run_charts.run_selection_charts_data, name="run-selection-charts-data"),
     path("history/", history.history, name="history"),

@@ -14,6 +14,7 @@ from django.core.management import call_command
 from benchmarks.models import Engine, Sweep
 from runs.models import Point, PointStatus, Run
 from runs.results.charts import sweep_charts
+from runs.templatetags.sweeplab_format import num
 from tests.processes import celery_worker, simengine_pids, wait_for
 
 CHROMIUM = "/usr/bin/chromium"
@@ -112,9 +113,19 @@ def test_build_launch_watch_and_chart_a_sweep_in_the_browser(browser, operator, 
         page.wait_for_url("**/sweeps/*/")
         sweep = Sweep.objects.get(name="browser-smoke")
         url = page.url
+        # A run ticked for charting stays ticked while the live partial replaces the rows.
+        page.check("tbody[data-run-id] input[name=runs] >> nth=0")
         # Progress reaches done without a reload: the live badge changes in place.
         page.wait_for_selector("[data-field=sweep-status]:has-text('Done')", timeout=180_000)
         assert page.url == url
+        # So do the progress, the run rows and (told by the live partial) the points table.
+        page.wait_for_selector("[data-field=progress-text]:has-text('(100%)')")
+        assert page.is_checked("tbody[data-run-id] input[name=runs] >> nth=0")
+        page.wait_for_function(
+            "[...document.querySelectorAll('#points-table tr.point-row')].length === 9 && "
+            "[...document.querySelectorAll('#points-table tr.point-row')].every(r => r.dataset.status !== 'planned')")
+        shown = page.eval_on_selector_all("tbody[data-run-id] [data-field=status]", "els => els.map(e => e.textContent)")
+        assert shown == [run.get_status_display() for run in Run.objects.filter(sweep=sweep).order_by("position")]
     sweep.refresh_from_db()
     assert sweep.status == "done"
 
@@ -198,19 +209,28 @@ def test_build_launch_watch_and_chart_a_sweep_in_the_browser(browser, operator, 
     assert page.evaluate("Object.keys(Chart.instances).length") == len(charts) + 1
     # The points table: 9 points, sorted by decode speed (missing values last), filtered.
     page.wait_for_function("document.querySelectorAll('#points-table tr.point-row').length === 9")
-    page.click("#points-table button[data-sort=decode_tok_s]")
-    page.click("#points-table button[data-sort=decode_tok_s]")  # descending
+    page.click("#points-table button[data-sort=decode_tok_s]")  # a speed: the fastest first
     page.wait_for_selector("#points-table th[aria-sort=descending] button[data-sort=decode_tok_s]")
     page.wait_for_function("document.querySelector('#points-table tr.point-row').dataset.status === 'ok'")
+    page.click("#points-table button[data-sort=decode_tok_s]")  # the other way; missing values still last
+    page.wait_for_selector("#points-table th[aria-sort=ascending] button[data-sort=decode_tok_s]")
+    page.wait_for_function("document.querySelector('#points-table tr.point-row').dataset.status === 'ok'")
+    # The table's numbers (the server's num filter) read as the charts' tooltips (util.js) write them.
+    values = [0.125, 1.005, 2.675, 6.25, 99.995, 100.5, 1234.5678, -0.125]
+    assert page.evaluate("values => values.map(v => sweeplab.fmt(v))", values) == [num(v) for v in values]
     page.select_option("#points-table select[name=status]", "ok")
     page.wait_for_function(
         "[...document.querySelectorAll('#points-table tr.point-row')].every(r => r.dataset.status === 'ok')")
     page.select_option("#points-table select[name=status]", "")
+    page.wait_for_function("document.querySelectorAll('#points-table tr.point-row').length === 9")
     shot(page, "sweep-detail")
     page.click("tbody[data-run-id] tr.run-row >> nth=1")
     page.wait_for_selector("#run-drawer :text('Command launched')")
     shot(page, "run-drawer")
     doc_shot(page.locator("#run-drawer"), "run-drawer")
+    page.keyboard.press("Escape")
+    page.wait_for_selector("#run-drawer", state="hidden")
+    assert page.inner_text("#run-drawer-body") == "" and not page.query_selector("tbody.run.selected")
 
     # Compare two configurations point by point, and follow one series over time.
     ar, dd15 = (Run.objects.get(sweep=sweep, method=m, params_key=k) for m, k in (

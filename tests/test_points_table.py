@@ -1,5 +1,5 @@
 """The sweep page's points table: points-table.json (sorting, filters, pages, bad
-parameters, query count) and the page that hosts it."""
+parameters, query count) and the page that hosts it (its partial: tests/web/test_partials.py)."""
 
 from io import StringIO
 from pathlib import Path
@@ -215,18 +215,20 @@ def test_points_table_answers_without_a_request(sweep):
 # --- the sweep page ---------------------------------------------------------------------
 
 
-def test_the_sweep_page_feeds_the_points_table_from_json_not_nested_tables(sweep, viewer, client):
+def test_the_sweep_page_asks_for_the_points_table_partial_not_nested_tables(sweep, viewer, client):
     client.force_login(viewer)
     response = client.get(reverse("sweep-detail", args=[sweep.pk]))
     html = response.content.decode()
-    assert f'data-url="{reverse("sweep-points-table", args=[sweep.pk])}"' in html
-    assert 'id="points-table"' in html and "js/points_table.js" in html
+    # The table's partial is asked for once the page has loaded, and again by every control.
+    assert (f'<form id="points-form" hx-get="{reverse("sweep-points-table-partial", args=[sweep.pk])}" '
+            'hx-trigger="load, change, submit"') in html
+    assert 'id="points-table"' in html and "point-row" not in html
     assert "points-row" not in html and "<details>" not in html
     run = Run.objects.get(sweep=sweep, position=1)
     assert f'data-action="filter-points" data-run-id="{run.pk}"' in html
     # Counts per status still come with the run rows, in the declared status order.
     counted = next(r for r in response.context["runs"] if r.pk == run.pk)
-    assert list(counted.status_counts.items()) == [("crashed", 1), ("not_run", 2)] and counted.point_total == 3
+    assert list(counted.status_counts.items()) == [("crashed", 1), ("not_run", 2)] and counted.progress["total"] == 3
 
 
 def test_the_sweep_page_has_a_run_selection_form_for_charts(sweep, viewer, client):
@@ -251,12 +253,16 @@ def test_the_sweep_page_uses_a_constant_number_of_queries(catalog, viewer, clien
         assert client.get(url).status_code == 200
 
 
-def test_points_table_js_never_inserts_html():
+def test_no_page_script_inserts_html():
+    """The server's partials are the only HTML the pages add: every hand-written script
+    inserts text."""
     from django.contrib.staticfiles import finders
 
-    for name in ("js/points_table.js", "js/sweep_live.js"):
-        source = Path(finders.find(name)).read_text()
-        assert "innerHTML" not in source and "insertAdjacentHTML" not in source, name
+    scripts = sorted(Path(finders.find("js/util.js")).parent.glob("*.js"))
+    assert {"util.js", "sweep_live.js", "charts.js"} <= {path.name for path in scripts}
+    for path in scripts:
+        source = path.read_text()
+        assert "innerHTML" not in source and "insertAdjacentHTML" not in source, path.name
 
 
 def test_it_shows_the_servers_own_decode_speed_beside_ours(sweep, viewer, client):

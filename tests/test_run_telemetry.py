@@ -114,6 +114,8 @@ def test_the_drawer_requires_login_and_a_viewer_reads_it(run, viewer, client):
 
 def test_the_drawer_markup_holds_the_telemetry_chart_and_its_empty_message(run, viewer, client):
     client.force_login(viewer)
-    html = client.get(reverse("sweep-detail", args=[run.sweep_id])).content.decode()
-    assert 'data-field="drawer-telemetry-canvas"' in html
-    assert "No GPU telemetry for this run" in html
+    url = reverse("run-drawer-partial", args=[run.pk])
+    assert "No GPU telemetry for this run" in client.get(url).content.decode()
+    sample(run, 3)
+    html = client.get(url).content.decode()
+    assert 'data-field="drawer-telemetry-canvas"' in html and "No GPU telemetry" not in html

@@ -1,6 +1,6 @@
-"""The live sweep page: progress.json, the run drawer, cancel and resume."""
+"""The live sweep page: progress.json, the run drawer, cancel and resume (the partials the
+page swaps in: tests/web/test_partials.py)."""
 
-import json
 from io import StringIO
 from pathlib import Path
 
@@ -14,7 +14,7 @@ from benchmarks.catalog import load_catalog
 from benchmarks.models import FailureKind, SweepStatus
 from runs.lifecycle import create_sweep, launch_sweep
 from runs.models import Point, PointStatus, Run, RunEvent, RunEventKind, RunStatus
-from runs.views.sweep_detail import tail_lines
+from runs.results.live import tail_lines
 from sweepcore.spec import load_spec_file
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "qwen3.6-27b-sm120.yaml"
@@ -107,9 +107,9 @@ def test_it_shows_a_run_failure_kind_beside_its_cause_on_the_page_and_in_progres
     row = html[html.index(f'id="run-{crashed.pk}"'):html.index(f'id="run-{waiting.pk}"')]
     assert '<span class="badge r-crashed failure-kind" data-field="failure-kind">CUDA illegal instruction</span>' in row
     assert '<span data-field="reason">CUDA error: an illegal instruction was encountered</span>' in row
-    # A run that has not failed has an empty, hidden kind for the live updates to fill.
+    # A run that has not failed shows no kind (the live partial sends the row again when it does).
     after = html[html.index(f'id="run-{waiting.pk}"'):]
-    assert '<span class="badge r-crashed failure-kind" data-field="failure-kind" hidden></span>' in after[:after.index("</tbody>")]
+    assert 'data-field="failure-kind"' not in after[:after.index("</tbody>")]
     rows = {r["id"]: r for r in client.get(reverse("sweep-progress", args=[sweep.pk])).json()["runs"]}
     assert rows[crashed.pk]["failure_kind"] == "cuda_illegal_instruction"
     assert rows[crashed.pk]["failure_kind_display"] == "CUDA illegal instruction"
@@ -318,21 +318,13 @@ def test_anonymous_users_are_sent_to_the_login_page(sweep, client):
 # --- the page ---------------------------------------------------------------------------
 
 
-def test_the_page_carries_the_hooks_of_sweep_live_js(sweep, viewer, client):
+def test_the_page_carries_the_live_partials_and_the_drawer(sweep, viewer, client):
     client.force_login(viewer)
     html = client.get(reverse("sweep-detail", args=[sweep.pk])).content.decode()
     run = sweep.runs.order_by("position").first()
-    assert f'data-progress-url="{reverse("sweep-progress", args=[sweep.pk])}"' in html
-    assert f'data-run-id="{run.pk}" data-drawer-url="{reverse("run-drawer", args=[run.pk])}"' in html
+    assert f'hx-get="{reverse("sweep-live-partial", args=[sweep.pk])}" hx-trigger="every 2s"' in html
+    assert f'data-run-id="{run.pk}" data-drawer-url="{reverse("run-drawer-partial", args=[run.pk])}"' in html
     for name in ("progress-bar", "progress-text", "sweep-status", "status", "points", "reason"):
         assert f'data-field="{name}"' in html
     assert '<aside class="run-drawer" id="run-drawer" hidden' in html
-    assert "js/sweep_live.js" in html
-
-
-def test_sweep_live_js_never_inserts_html():
-    from django.contrib.staticfiles import finders
-
-    source = Path(finders.find("js/sweep_live.js")).read_text()
-    assert "innerHTML" not in source and "insertAdjacentHTML" not in source
-    assert json.dumps("textContent")[1:-1] in source
+    assert "js/sweep_live.js" in html and "js/util.js" in html and "js/points_table.js" not in html

@@ -1,72 +1,69 @@
-"""The sweep page and what it fetches live: progress.json, the run drawer, charts.json,
-the points table, launch / cancel / resume, and the sweep's exports."""
-
-import os
-import shlex
+"""The sweep page and what it fetches live: its partials (the live rows and progress, the
+points table, the run drawer) and their JSON twins (progress.json, points-table.json,
+drawer.json), charts.json, launch / cancel / resume, and the sweep's exports."""
 
 from django.contrib import messages
 from django.contrib.auth.decorators import permission_required
-from django.db.models import Count, Q
-from django.http import JsonResponse
+from django.db.models import Q
+from django.http import HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils.html import escape
 from django.views.decorators.http import require_POST
 
-from benchmarks.models import Sweep, SweepStatus
+from benchmarks.models import Sweep
 from runs.lifecycle import SweepStateError, cancel_sweep, launch_sweep, resume_sweep
-from runs.models import Point, PointStatus, Run, RunEvent
+from runs.models import PointStatus, Run
+from runs.results import live
 from runs.results import points_table as points_table_lib
 from runs.results.charts import UnknownChart
 from runs.results.charts import sweep_charts as build_sweep_charts
 from runs.results.exports import export_response
-from runs.results.gpu_series import gpu_series
+from runs.results.points_page import points_page
 from runs.roles import reader_required
 from runs.views.params import chart_choice
 from sweepcore.spec import dump_yaml
 
+# The event the live partial triggers when points changed status: the points table reloads.
+POINTS_CHANGED = "points-changed"
+
 
 @reader_required
 def sweep_detail(request, sweep_id):
-    """The sweep page. Run rows carry point counts per status from one aggregate query;
-    the points themselves come page by page from points-table.json."""
+    """The sweep page. Its run rows and progress are the partials the live endpoint sends
+    again (templates/runs/partials/); the points table's partial comes once the page has
+    loaded."""
     sweep = get_object_or_404(Sweep.objects.select_related("host", "engine", "llm", "owner"), pk=sweep_id)
-    runs = list(Run.objects.filter(sweep=sweep).select_related("known_failure").order_by("position"))
-    per_run = {run.pk: {} for run in runs}
-    counts = {}
-    rows = Point.objects.filter(run__sweep=sweep).values("run_id", "status").annotate(n=Count("id")).order_by()
-    for row in rows:
-        per_run.setdefault(row["run_id"], {})[row["status"]] = row["n"]
-        counts[row["status"]] = counts.get(row["status"], 0) + row["n"]
-    for run in runs:
-        # In the order statuses are declared, as progress.json sends them.
-        run.status_counts = {v: per_run[run.pk][v] for v in PointStatus.values if per_run[run.pk].get(v)}
-        run.point_total = sum(run.status_counts.values())
-    progress = _point_progress(counts)
+    state = live.sweep_state(sweep)
+    runs = state["runs"]
     return render(
         request,
         "runs/sweep_detail.html",
         {
-            "sweep": sweep,
-            "runs": runs,
-            "point_total": progress["total"],
-            "status_counts": [
-                (value, label, counts[value]) for value, label in PointStatus.choices if counts.get(value)
-            ],
-            "points_to_measure": progress["to_measure"],
-            "points_finished": progress["done"],
-            "progress_pct": progress["pct"],
+            **state,
             "spec_yaml": dump_yaml(sweep.spec),
             "chart_height_px": 140 + 24 * len(runs),  # title, axis and legend, then a bar per run
             "status_chart": {
                 "labels": [run.config_label for run in runs],
                 "datasets": [
                     {"status": value, "label": label, "data": [run.status_counts.get(value, 0) for run in runs]}
-                    for value, label in PointStatus.choices
-                    if counts.get(value)
+                    for value, label, _ in state["legend"]
                 ],
             },
-            "per_page_choices": (50, points_table_lib.DEFAULT_PER_PAGE, 200, points_table_lib.MAX_PER_PAGE),
         },
     )
+
+
+@reader_required
+def sweep_live_partial(request, sweep_id):
+    """The sweep page's live parts, polled every 2 s by the page while the sweep is not
+    finished (the poller it sends stops then). ``?seen=`` is the counts key the page has:
+    when the points moved since, the HX-Trigger header tells the points table to reload."""
+    sweep = get_object_or_404(Sweep.objects.only("id", "status"), pk=sweep_id)
+    state = live.sweep_state(sweep)
+    response = render(request, "runs/partials/sweep_live.html", state)
+    if request.GET.get("seen", state["counts_key"]) != state["counts_key"]:
+        response["HX-Trigger"] = POINTS_CHANGED
+    return response
 
 
 @reader_required
@@ -80,62 +77,38 @@ def sweep_points_table(request, sweep_id):
         return JsonResponse({"error": str(exc)}, status=400)
 
 
-FINISHED_SWEEP = (SweepStatus.DONE, SweepStatus.CANCELLED)
-
-
-LOG_TAIL_LINES = 200
-
-
-LOG_TAIL_MAX_BYTES = 1 << 20  # never read more than this from the end of a server log
-
-
-def _point_progress(counts):
-    """Points of a status -> count mapping: total, to measure (skipped ones are settled),
-    finished among those, and the percentage."""
-    total = sum(counts.values())
-    to_measure = total - counts.get(PointStatus.SKIPPED, 0)
-    done = to_measure - counts.get(PointStatus.PLANNED, 0)
-    return {
-        "done": done,
-        "to_measure": to_measure,
-        "total": total,
-        "pct": round(100 * done / to_measure) if to_measure else 100,
-    }
+@reader_required
+def sweep_points_table_partial(request, sweep_id):
+    """The points table of the sweep page for the same parameters as points-table.json; a
+    bad parameter is a 400 whose message replaces the table's state line."""
+    sweep = get_object_or_404(Sweep.objects.only("pk"), pk=sweep_id)
+    try:
+        table = points_page(sweep.pk, points_table_lib.parse_query(request.GET))
+    except points_table_lib.TableQueryError as exc:
+        response = HttpResponse(escape(f"The points could not be loaded: {exc}"), status=400)
+        response["HX-Retarget"] = "#points-state"
+        response["HX-Reswap"] = "innerHTML"
+        return response
+    return render(request, "runs/partials/points_table.html", {"table": table})
 
 
 @reader_required
 def sweep_progress(request, sweep_id):
-    """The sweep page's live state, polled by sweep_live.js. Three queries whatever the
-    number of runs: the sweep, its runs, and point counts per run and status."""
+    """The sweep's live state as JSON, for API users. Three queries whatever the number of
+    runs: the sweep, its runs, and point counts per run and status."""
     sweep = get_object_or_404(Sweep.objects.only("id", "status"), pk=sweep_id)
-    runs = list(
-        Run.objects.filter(sweep=sweep)
-        .only("id", "position", "method", "params", "tp", "status", "reason", "failure_kind", "failure_cause")
-        .order_by("position")
-    )
-    per_run = {run.pk: {} for run in runs}
-    overall = {}
-    rows = (
-        Point.objects.filter(run__sweep=sweep)
-        .values("run_id", "status")
-        .annotate(n=Count("id"))
-        .order_by()
-    )
-    for row in rows:
-        per_run.setdefault(row["run_id"], {})[row["status"]] = row["n"]
-        overall[row["status"]] = overall.get(row["status"], 0) + row["n"]
-    labels = dict(PointStatus.choices)
+    state = live.sweep_state(sweep)
     return JsonResponse(
         {
             "sweep": {
                 "id": sweep.pk,
                 "status": sweep.status,
                 "status_display": sweep.get_status_display(),
-                "finished": sweep.status in FINISHED_SWEEP,
+                "finished": state["finished"],
             },
-            "progress": _point_progress(overall),
-            "counts": {value: overall[value] for value in PointStatus.values if overall.get(value)},
-            "status_labels": labels,
+            "progress": state["progress"],
+            "counts": state["counts"],
+            "status_labels": dict(PointStatus.choices),
             "runs": [
                 {
                     "id": run.pk,
@@ -146,100 +119,31 @@ def sweep_progress(request, sweep_id):
                     "failure_kind_display": run.get_failure_kind_display() if run.failure_kind else "",
                     "failure_cause": run.failure_cause,
                     "reason": run.failure_cause or run.reason,
-                    "points": {
-                        **_point_progress(per_run[run.pk]),
-                        "counts": {v: per_run[run.pk][v] for v in PointStatus.values if per_run[run.pk].get(v)},
-                    },
+                    "points": {**run.progress, "counts": run.status_counts},
                 }
-                for run in runs
+                for run in state["runs"]
             ],
         }
     )
 
 
-def tail_lines(path, n=LOG_TAIL_LINES, max_bytes=LOG_TAIL_MAX_BYTES, block=64 * 1024):
-    """The last n lines of a file, read backwards in blocks from its end (a server log can
-    be gigabytes). Returns (lines, truncated): truncated is True when the file holds more
-    than what is returned. Raises OSError when the file cannot be read."""
-    with open(path, "rb") as f:
-        f.seek(0, os.SEEK_END)
-        end = size = f.tell()
-        data = b""
-        # More than n newlines: n whole lines after the first (possibly cut) one.
-        while end > 0 and data.count(b"\n") <= n and size - end < max_bytes:
-            step = min(block, end, max_bytes - (size - end))
-            end -= step
-            f.seek(end)
-            data = f.read(step) + data
-    parts = data.split(b"\n")
-    if parts and parts[-1] == b"":
-        parts.pop()  # the file ends with a newline
-    if end > 0:
-        parts = parts[1:]  # the first one is cut by the read window
-    lines = [part.decode("utf-8", errors="replace") for part in parts[-n:]] if n else []
-    return lines, end > 0 or len(parts) > n
-
-
-def _log_tail(run):
-    log = {"path": run.log_path, "available": False, "lines": [], "truncated": False, "message": ""}
-    if not run.log_path:
-        log["message"] = "no server log: the server was never launched"
-        return log
-    try:
-        lines, truncated = tail_lines(run.log_path)
-    except FileNotFoundError:
-        log["message"] = f"the server log is missing: {run.log_path}"
-    except OSError as exc:
-        log["message"] = f"the server log cannot be read: {exc.strerror or exc}"
-    else:
-        log.update(available=True, lines=lines, truncated=truncated)
-        if not lines:
-            log["message"] = "the server log is empty"
-    return log
+@reader_required
+def run_drawer(request, run_id):
+    """Everything about one run for the side panel (runs.results.live.run_drawer), as JSON."""
+    return JsonResponse(live.run_drawer(get_object_or_404(Run, pk=run_id)))
 
 
 @reader_required
-def run_drawer(request, run_id):
-    """Everything about one run for the side panel: timeline, what was launched, what the
-    server said, why it failed, and the tail of its log. Plain JSON text: the page inserts
-    it with textContent, so it is never interpreted as HTML."""
-    run = get_object_or_404(Run, pk=run_id)
-    events = RunEvent.objects.filter(run=run).order_by("at", "id")
-    argv = run.argv if isinstance(run.argv, list) else []
-    return JsonResponse(
-        {
-            "run": {
-                "id": run.pk,
-                "sweep_id": run.sweep_id,
-                "label": run.config_label,
-                "method": run.method,
-                "params": run.params,
-                "tp": run.tp,
-                "attempt": run.attempt,
-                "status": run.status,
-                "status_display": run.get_status_display(),
-                "reason": run.reason,
-                "started_at": run.started_at.isoformat() if run.started_at else None,
-                "finished_at": run.finished_at.isoformat() if run.finished_at else None,
-            },
-            "events": [
-                {"at": e.at.isoformat(), "kind": e.kind, "kind_display": e.get_kind_display(), "message": e.message}
-                for e in events
-            ],
-            "argv": argv,
-            "command": shlex.join(str(a) for a in argv) if argv else "",
-            "engine_version": run.engine_version,
-            "context_length": run.context_length,
-            "kv_capacity_tokens": run.kv_capacity_tokens,
-            "failure": {
-                "kind": run.failure_kind,
-                "kind_display": run.get_failure_kind_display() if run.failure_kind else "",
-                "cause": run.failure_cause,
-                "log_lines": run.failure_log.splitlines(),
-            },
-            "log": _log_tail(run),
-            "telemetry": gpu_series(run.pk),
-        }
+def run_drawer_partial(request, run_id):
+    """The run drawer's content; it polls itself every 2 s while the run's sweep is not
+    finished, as the rows do."""
+    run = get_object_or_404(Run.objects.select_related("sweep"), pk=run_id)
+    drawer = live.run_drawer(run)
+    return render(
+        request,
+        "runs/partials/run_drawer.html",
+        {**drawer, "live": run.sweep.status not in live.FINISHED_SWEEP,
+         "thinned": live.telemetry_thinned(drawer["telemetry"])},
     )
 
 

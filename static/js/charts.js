@@ -1,4 +1,4 @@
-// Sweep detail: comparison charts (runs/charts.py sends Chart.js-ready datasets).
+// Sweep detail: comparison charts (runs/results/charts.py sends Chart.js-ready datasets).
 // Points without a measurement are marker datasets (kind "marker"), never zero bars; their
 // tooltips show the point's reason. window.sweeplabCharts maps chart id -> Chart instance.
 // The overview comes with the page; every other family is a <details> listing its charts,
@@ -7,15 +7,8 @@
 (function () {
   "use strict";
   const root = document.getElementById("comparison-charts");
-  window.sweeplabCharts = window.sweeplabCharts || {};
   if (!root || !root.dataset.url || !window.Chart) return;
-
-  function text(tag, className, content) {
-    const el = document.createElement(tag);
-    if (className) el.className = className;
-    if (content !== undefined) el.textContent = content;
-    return el;
-  }
+  const text = window.sweeplab.el;
 
   function legendBox(entries) {
     const box = text("p", "chart-legend");
@@ -33,12 +26,6 @@
     return box;
   }
 
-  function fmt(value, unit) {
-    if (value === null || value === undefined) return "no value";
-    const n = Math.abs(value) >= 100 ? value.toFixed(0) : value.toFixed(2);
-    return n + (unit ? " " + unit : "");
-  }
-
   function unitOf(label) {
     const m = /\(([^)]*)\)\s*$/.exec(label || "");
     return m ? m[1] : "";
@@ -54,7 +41,7 @@
       }
       const y = raw && typeof raw === "object" ? raw.y : raw;
       const who = raw && typeof raw === "object" && raw.config ? raw.config : ds.label;
-      return who + ": " + fmt(y, unit);
+      return who + ": " + window.sweeplab.fmt(y, unit);
     };
   }
 
@@ -110,11 +97,7 @@
   function get(param, value) {
     const url = new URL(root.dataset.url, window.location.href);
     if (param) url.searchParams.set(param, value);
-    return fetch(url, { credentials: "same-origin", headers: { Accept: "application/json" } })
-      .then(function (response) {
-        if (!response.ok) throw new Error("HTTP " + response.status);
-        return response.json();
-      });
+    return window.sweeplab.getJSON(url);
   }
 
   // Fetch (param=value) into container when details is first opened; details gets

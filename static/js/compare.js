@@ -1,21 +1,14 @@
 // Compare page: matched points of two or more sweeps (or runs) as grouped horizontal bars for
-// one metric. Data comes from json_script (runs/compare.py chart_data): a bar's fill says how
+// one metric. Data comes from json_script (runs/results/compare.py chart_data): a bar's fill says how
 // it compares with the baseline (barColors, as the table's colours); a point without a value
 // is a marker dataset at the axis baseline (kind "marker"), never a zero or an empty bar,
 // and its tooltip shows its status and reason. window.sweeplabCharts.compare is the Chart.
 (function () {
   "use strict";
-  window.sweeplabCharts = window.sweeplabCharts || {};
   const source = document.getElementById("compare-chart-data");
   const canvas = document.getElementById("compare-chart");
   if (!source || !canvas || !window.Chart) return;
   const data = JSON.parse(source.textContent);
-
-  function fmt(value) {
-    if (value === null || value === undefined) return "no value";
-    const n = Math.abs(value) >= 100 ? value.toFixed(0) : value.toFixed(2);
-    return n + (data.unit ? " " + data.unit : "");
-  }
 
   const datasets = data.datasets.map(function (d) {
     const copy = Object.assign({}, d);
@@ -39,7 +32,7 @@
     const i = ctx.dataIndex;
     const pct = ds.pct[i];
     const diff = pct === null || pct === undefined ? "" : " (" + (pct > 0 ? "+" : "") + pct.toFixed(1) + "%, " + ds.verdict[i] + ")";
-    return ds.label + ": " + fmt(ds.data[i]) + diff;
+    return ds.label + ": " + window.sweeplab.fmt(ds.data[i], data.unit) + diff;
   }
 
   // A marker's row is its own y, not its index in the dataset.

@@ -1,8 +1,7 @@
-// History page: one series over time (runs/history.py). Regressions are red markers,
+// History page: one series over time (runs/results/history.py). Regressions are red markers,
 // excluded points (when shown) are grey. window.sweeplabCharts.history is the Chart.
 (function () {
   "use strict";
-  window.sweeplabCharts = window.sweeplabCharts || {};
   const root = document.getElementById("history-chart");
   if (!root || !root.dataset.url || !window.Chart) return;
   const toggle = document.getElementById("history-show-excluded");
@@ -11,20 +10,8 @@
   const LINE = "hsl(212, 78%, 45%)";
   const RED = "#d32f2f";
 
-  function text(tag, className, content) {
-    const el = document.createElement(tag);
-    if (className) el.className = className;
-    if (content !== undefined) el.textContent = content;
-    return el;
-  }
-
   function point(p) {
     return Object.assign({}, p, { x: Date.parse(p.x), y: p.y });
-  }
-
-  function fmt(value) {
-    if (value === null || value === undefined) return "no value";
-    return Math.abs(value) >= 100 ? value.toFixed(0) : value.toFixed(2);
   }
 
   function datasets(data) {
@@ -67,7 +54,7 @@
 
   function tooltip(ctx) {
     const p = ctx.raw;
-    const lines = [ctx.dataset.label + ": " + fmt(p.y)];
+    const lines = [ctx.dataset.label + ": " + window.sweeplab.fmt(p.y)];
     lines.push("sweep #" + p.sweep + " " + (p.sweep_name || ""));
     if (p.engine_version) lines.push("engine " + p.engine_version);
     if (p.z !== undefined) lines.push(p.z === null ? "change " + (p.change * 100).toFixed(1) + " %" : "z = " + p.z.toFixed(2));
@@ -121,24 +108,18 @@
       if (toggle.checked) url.searchParams.set("show_excluded", "1");
       else url.searchParams.delete("show_excluded");
     }
-    fetch(url, { credentials: "same-origin", headers: { Accept: "application/json" } })
-      .then(function (response) {
-        return response.json().then(function (body) {
-          if (!response.ok) throw new Error(body.error || "HTTP " + response.status);
-          return body;
-        });
-      })
+    window.sweeplab.getJSON(url)
       .then(function (data) {
         if (!data.points.length) {
           root.textContent = "";
-          root.appendChild(text("p", "muted", "No ok points in this series."));
+          root.appendChild(window.sweeplab.el("p", "muted", "No ok points in this series."));
           return;
         }
         draw(data);
       })
       .catch(function (error) {
         root.textContent = "";
-        root.appendChild(text("p", "error", "History could not be loaded: " + error.message));
+        root.appendChild(window.sweeplab.el("p", "error", "History could not be loaded: " + error.message));
       });
   }
 

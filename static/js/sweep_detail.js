@@ -2,7 +2,6 @@
 // (window.sweeplabCharts.status, beside the comparison charts of charts.js).
 (function () {
   "use strict";
-  window.sweeplabCharts = window.sweeplabCharts || {};
   const source = document.getElementById("status-chart-data");
   const canvas = document.getElementById("status-chart");
   if (!source || !canvas || !window.Chart) return;

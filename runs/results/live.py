@@ -1,0 +1,162 @@
+"""What the sweep page shows of a sweep while it runs, and of one run in its drawer.
+
+``sweep_state`` is the one reading behind the page, its live partial and progress.json: the
+runs with their point counts per status, and the sweep's progress, in two queries whatever
+the number of runs. ``run_drawer`` is everything about one run (drawer.json and the drawer
+partial): timeline, what was launched, what the server said, why it failed, its log tail
+and GPU telemetry.
+"""
+
+import hashlib
+import json
+import os
+import shlex
+
+from django.db.models import Count
+
+from benchmarks.models import SweepStatus
+from runs.models import Point, PointStatus, Run, RunEvent
+from runs.results.gpu_series import gpu_series
+
+FINISHED_SWEEP = (SweepStatus.DONE, SweepStatus.CANCELLED)
+
+LOG_TAIL_LINES = 200
+
+LOG_TAIL_MAX_BYTES = 1 << 20  # never read more than this from the end of a server log
+
+# What a run row shows (templates/runs/partials/run_row.html) and progress.json sends.
+RUN_ROW_FIELDS = (
+    "id", "sweep_id", "position", "method", "params", "tp", "status", "reason", "failure_kind",
+    "failure_cause", "retry_quarantined", "known_failure", "known_failure__signature",
+)
+
+
+def point_progress(counts):
+    """Points of a status -> count mapping: total, to measure (skipped ones are settled),
+    finished among those, and the percentage."""
+    total = sum(counts.values())
+    to_measure = total - counts.get(PointStatus.SKIPPED, 0)
+    done = to_measure - counts.get(PointStatus.PLANNED, 0)
+    return {
+        "done": done,
+        "to_measure": to_measure,
+        "total": total,
+        "pct": round(100 * done / to_measure) if to_measure else 100,
+    }
+
+
+def sweep_state(sweep):
+    """The sweep's runs in plan order, each with ``status_counts`` (its points per status, in
+    the order statuses are declared) and ``progress`` (point_progress of those), plus the
+    sweep's own ``counts``, ``progress``, ``legend`` (value, label, count), whether it is
+    ``finished``, and ``counts_key``, which changes whenever a point of any run changes
+    status (the points table reloads then)."""
+    runs = list(
+        Run.objects.filter(sweep=sweep).select_related("known_failure").only(*RUN_ROW_FIELDS).order_by("position")
+    )
+    per_run = {run.pk: {} for run in runs}
+    overall = {}
+    rows = Point.objects.filter(run__sweep=sweep).values("run_id", "status").annotate(n=Count("id")).order_by()
+    for row in rows:
+        per_run.setdefault(row["run_id"], {})[row["status"]] = row["n"]
+        overall[row["status"]] = overall.get(row["status"], 0) + row["n"]
+    for run in runs:
+        run.status_counts = {v: per_run[run.pk][v] for v in PointStatus.values if per_run[run.pk].get(v)}
+        run.progress = point_progress(run.status_counts)
+    counts = {value: overall[value] for value in PointStatus.values if overall.get(value)}
+    key = json.dumps([[run.pk, run.status_counts] for run in runs])
+    return {
+        "sweep": sweep,
+        "finished": sweep.status in FINISHED_SWEEP,
+        "runs": runs,
+        "counts": counts,
+        "progress": point_progress(overall),
+        "legend": [(value, label, counts[value]) for value, label in PointStatus.choices if value in counts],
+        "counts_key": hashlib.sha1(key.encode()).hexdigest()[:16],
+    }
+
+
+def tail_lines(path, n=LOG_TAIL_LINES, max_bytes=LOG_TAIL_MAX_BYTES, block=64 * 1024):
+    """The last n lines of a file, read backwards in blocks from its end (a server log can
+    be gigabytes). Returns (lines, truncated): truncated is True when the file holds more
+    than what is returned. Raises OSError when the file cannot be read."""
+    with open(path, "rb") as f:
+        f.seek(0, os.SEEK_END)
+        end = size = f.tell()
+        data = b""
+        # More than n newlines: n whole lines after the first (possibly cut) one.
+        while end > 0 and data.count(b"\n") <= n and size - end < max_bytes:
+            step = min(block, end, max_bytes - (size - end))
+            end -= step
+            f.seek(end)
+            data = f.read(step) + data
+    parts = data.split(b"\n")
+    if parts and parts[-1] == b"":
+        parts.pop()  # the file ends with a newline
+    if end > 0:
+        parts = parts[1:]  # the first one is cut by the read window
+    lines = [part.decode("utf-8", errors="replace") for part in parts[-n:]] if n else []
+    return lines, end > 0 or len(parts) > n
+
+
+def log_tail(run):
+    """The end of a run's server log, or a message saying why there is none."""
+    log = {"path": run.log_path, "available": False, "lines": [], "truncated": False, "message": ""}
+    if not run.log_path:
+        log["message"] = "no server log: the server was never launched"
+        return log
+    try:
+        lines, truncated = tail_lines(run.log_path)
+    except FileNotFoundError:
+        log["message"] = f"the server log is missing: {run.log_path}"
+    except OSError as exc:
+        log["message"] = f"the server log cannot be read: {exc.strerror or exc}"
+    else:
+        log.update(available=True, lines=lines, truncated=truncated)
+        if not lines:
+            log["message"] = "the server log is empty"
+    return log
+
+
+def run_drawer(run):
+    """Everything about one run for the side panel, as plain JSON-ready data."""
+    events = RunEvent.objects.filter(run=run).order_by("at", "id")
+    argv = run.argv if isinstance(run.argv, list) else []
+    return {
+        "run": {
+            "id": run.pk,
+            "sweep_id": run.sweep_id,
+            "label": run.config_label,
+            "method": run.method,
+            "params": run.params,
+            "tp": run.tp,
+            "attempt": run.attempt,
+            "status": run.status,
+            "status_display": run.get_status_display(),
+            "reason": run.reason,
+            "started_at": run.started_at.isoformat() if run.started_at else None,
+            "finished_at": run.finished_at.isoformat() if run.finished_at else None,
+        },
+        "events": [
+            {"at": e.at.isoformat(), "kind": e.kind, "kind_display": e.get_kind_display(), "message": e.message}
+            for e in events
+        ],
+        "argv": argv,
+        "command": shlex.join(str(a) for a in argv) if argv else "",
+        "engine_version": run.engine_version,
+        "context_length": run.context_length,
+        "kv_capacity_tokens": run.kv_capacity_tokens,
+        "failure": {
+            "kind": run.failure_kind,
+            "kind_display": run.get_failure_kind_display() if run.failure_kind else "",
+            "cause": run.failure_cause,
+            "log_lines": run.failure_log.splitlines(),
+        },
+        "log": log_tail(run),
+        "telemetry": gpu_series(run.pk),
+    }
+
+
+def telemetry_thinned(telemetry):
+    """Whether gpu_series left samples out of any GPU's series (the drawer says so)."""
+    return any(gpu["shown"] < gpu["samples"] for gpu in telemetry["gpus"])
