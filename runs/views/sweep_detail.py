@@ -11,6 +11,7 @@ from django.utils.html import escape
 from django.views.decorators.http import require_POST
 
 from benchmarks.models import Sweep
+from runs.forms import chart_choice
 from runs.lifecycle import SweepStateError, cancel_sweep, launch_sweep, resume_sweep
 from runs.models import PointStatus, Run
 from runs.results import live
@@ -20,7 +21,6 @@ from runs.results.charts import sweep_charts as build_sweep_charts
 from runs.results.exports import export_response
 from runs.results.points_page import points_page
 from runs.roles import reader_required
-from runs.views.params import chart_choice
 from sweepcore.spec import dump_yaml
 
 # The event the live partial triggers when points changed status: the points table reloads.
