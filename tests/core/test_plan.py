@@ -4,9 +4,9 @@ import pytest
 
 from sweepcore.plan import MAX_POINTS, Quarantine, plan
 from sweepcore.spec import SpecError, load_spec_file, load_yaml, validate
-from tests.catalogs import demo_catalog
+from tests.core.catalogs import demo_catalog
 
-EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "qwen3.6-27b-sm120.yaml"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "qwen3.6-27b-sm120.yaml"
 
 SIGNATURE = "RuntimeError: CUDA error: an illegal instruction was encountered"
 

@@ -3,9 +3,9 @@ from pathlib import Path
 import pytest
 
 from sweepcore.spec import SpecError, dump_yaml, load_spec_file, load_yaml, validate
-from tests.catalogs import demo_catalog
+from tests.core.catalogs import demo_catalog
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 BASE = """\
 name: t

@@ -1,4 +1,4 @@
-"""Starting real processes (workers) from tests, against the test database."""
+"""Starting real processes (workers, the stub server) from tests, against the test database."""
 
 import os
 import signal
@@ -11,7 +11,8 @@ from urllib.parse import quote
 
 from django.db import connection
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
+STUB = ROOT / "bench" / "stub_server.py"
 
 
 def test_database_url():
@@ -57,6 +58,20 @@ def celery_worker(queues, log_path, **env):
         yield proc
     finally:
         stop_process_group(proc)
+
+
+@contextmanager
+def stub(*args):
+    """Start bench/stub_server.py on a free loopback port; kill it at the end."""
+    p = subprocess.Popen([sys.executable, str(STUB), "--port", "0", *args],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = p.stdout.readline()
+        assert line.startswith("LISTENING"), p.stderr.read()
+        yield f"http://127.0.0.1:{int(line.split()[1])}"
+    finally:
+        p.kill()
+        p.wait(timeout=5)
 
 
 def wait_for(predicate, timeout, interval=0.2):

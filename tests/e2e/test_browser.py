@@ -3,18 +3,15 @@ live server, a real Celery worker and real simengine servers. Saves full-page
 screenshots under var/screenshots/ (`make screenshots`)."""
 
 import os
-from io import StringIO
 from pathlib import Path
 
 import pytest
 from django.conf import settings
-from django.contrib.auth.models import Group, User
-from django.core.management import call_command
 
 from benchmarks.models import Engine, Sweep
 from runs.models import Point, PointStatus, Run
 from runs.results.charts import sweep_charts
-from tests.processes import celery_worker, simengine_pids, wait_for
+from tests.e2e.processes import celery_worker, simengine_pids, wait_for
 
 CHROMIUM = "/usr/bin/chromium"
 SCREENSHOTS = Path(settings.BASE_DIR) / "var" / "screenshots"
@@ -42,15 +39,13 @@ def browser(monkeypatch):
 
 
 @pytest.fixture
-def operator(transactional_db, roles):
-    call_command("seed_demo", stdout=StringIO())
+def operator(catalog, roles, make_user):
+    """olga, an operator, and the simulated engine at 0.01 x real time."""
     engine = Engine.objects.get(name="sglang-sim")
     engine.argv_template = engine.argv_template + ["--time-scale", "0.01"]
     engine.readiness_timeout_s = 60
     engine.save()
-    user = User.objects.create_user("olga", password="pw-olga-12345")
-    user.groups.add(Group.objects.get(name="operator"))
-    return user
+    return make_user("olga", "operator")
 
 
 def shot(page, name):
@@ -279,7 +274,7 @@ def test_a_real_llama_cpp_sweep_in_the_browser(browser, operator, live_server, t
     from benchmarks.catalog import load_catalog
     from runs.lifecycle import create_sweep, launch_sweep
     from sweepcore.spec import validate
-    from tests.processes import llamacpp_pids
+    from tests.e2e.processes import llamacpp_pids
 
     before = llamacpp_pids()
     spec = validate({

@@ -10,17 +10,16 @@ from benchmarks.catalog import load_catalog
 from benchmarks.models import LLM, Engine, KnownFailure
 from runs.lifecycle import create_sweep, launch_sweep
 from runs.models import Point, RequestRecord, Run, RunEvent
-from runs.worker.executor import execute_run, point_status
-from sweepcore.loadgen import RequestResult
+from runs.worker.executor import execute_run
 from sweepcore.spec import validate
-from tests.processes import simengine_pids, wait_for
+from tests.e2e.processes import simengine_pids, wait_for
 
 TIME_SCALE = "0.01"
 
 
 @pytest.fixture
-def catalog(transactional_db):
-    call_command("seed_demo", stdout=StringIO())
+def catalog(catalog):
+    """The demo catalog, its simulated engine at TIME_SCALE x real time."""
     engine = Engine.objects.get(name="sglang-sim")
     engine.argv_template = engine.argv_template + ["--time-scale", TIME_SCALE]
     engine.readiness_timeout_s = 60
@@ -78,35 +77,6 @@ def statuses(run):
 
 def events(run):
     return list(RunEvent.objects.filter(run=run).order_by("at", "id").values_list("kind", flat=True))
-
-
-# --- pure decisions -----------------------------------------------------------------
-
-
-def result(**kw):
-    return RequestResult(index=0, **kw)
-
-
-def test_a_point_is_ok_only_when_every_request_produced_tokens():
-    assert point_status([result(output_tokens=5), result(output_tokens=3)], True)[0] == "ok"
-    assert point_status([result(output_tokens=0, error_kind="empty_response", error="zero")], True)[0] == "failed"
-    assert point_status([], True)[0] == "failed"
-
-
-def test_a_lost_connection_or_a_dead_server_makes_the_point_crashed():
-    lost = result(output_tokens=3, error_kind="connection_lost_mid_stream", error="lost")
-    assert point_status([result(output_tokens=5), lost], True)[0] == "crashed"
-    assert point_status([result(output_tokens=5)], server_alive=False)[0] == "crashed"
-
-
-def test_refusals_and_timeouts_have_their_own_status():
-    overflow = result(error_kind="context_overflow", error="HTTP 400: The input (40000 tokens) is longer")
-    status, reason = point_status([overflow], True)
-    assert status == "context_overflow" and "40000 tokens" in reason
-    stall = result(output_tokens=4, error_kind="timeout_stall", error="no token for 2 s")
-    assert point_status([result(output_tokens=5), stall], True) == (
-        "timeout", "1 of 2 requests timed out: no token for 2 s"
-    )
 
 
 # --- real servers ---------------------------------------------------------------------
@@ -314,29 +284,6 @@ def test_sweep_run_inline_prints_the_results_as_json(catalog, tmp_path):
     shown = StringIO()
     call_command("sweep", "show", str(data["sweep"]), "--json", stdout=shown)
     assert json.loads(shown.getvalue()) == data
-
-
-def test_launch_cancel_and_resume_commands_say_what_they_did(catalog):
-    sweep, _ = create_sweep(spec(tp=[1, 4]))
-
-    def command(*args):
-        out, err = StringIO(), StringIO()
-        code = 0
-        try:
-            call_command("sweep", *args, stdout=out, stderr=err)
-        except SystemExit as exc:
-            code = exc.code
-        return code, out.getvalue().strip(), err.getvalue().strip()
-
-    assert command("launch", str(sweep.pk)) == (0, f"Sweep {sweep.pk}: 2 runs queued on host.sim-8x-rtxpro6000.", "")
-    assert command("launch", str(sweep.pk))[0] == 2
-    code, out, _ = command("cancel", str(sweep.pk))
-    assert code == 0 and "2 waiting runs will not start" in out
-    assert set(Run.objects.filter(sweep=sweep).values_list("status", flat=True)) == {"cancelled"}
-    code, out, _ = command("resume", str(sweep.pk))
-    assert code == 0 and "2 unfinished runs queued again" in out
-    assert set(Run.objects.filter(sweep=sweep).values_list("status", flat=True)) == {"queued"}
-    assert command("show", "99999") == (2, "", "no sweep 99999")
 
 
 @pytest.mark.slow

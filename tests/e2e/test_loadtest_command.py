@@ -11,9 +11,10 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 
 from sweepcore.metrics import SUMMARY_FIELDS
-from tests.test_loadgen import free_port, stub
+from tests.e2e.processes import stub
+from tests.ports import free_port
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def manage(*args):

@@ -15,7 +15,7 @@ from simengine import model as M
 
 pytestmark = pytest.mark.slow
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FIB_PROMPT = "Write a Python function that returns the n-th Fibonacci number."
 
 

@@ -4,11 +4,9 @@ spec with its SM120 crashes and KV cap, and a worker killed in the middle of a r
 import os
 import signal
 import time
-from io import StringIO
 from pathlib import Path
 
 import pytest
-from django.core.management import call_command
 
 from benchmarks.catalog import load_catalog
 from benchmarks.models import Engine, KnownFailure
@@ -16,14 +14,9 @@ from runs.lifecycle import create_sweep, launch_sweep, resume_sweep
 from runs.models import Point, Run, RunEvent
 from runs.tasks import execute_run, send_to_host
 from sweepcore.spec import load_spec_file, validate
-from tests.processes import celery_worker, simengine_pids, wait_for
+from tests.e2e.processes import celery_worker, simengine_pids, wait_for
 
-EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "qwen3.6-27b-sm120.yaml"
-
-
-@pytest.fixture
-def catalog(transactional_db):
-    call_command("seed_demo", stdout=StringIO())
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "qwen3.6-27b-sm120.yaml"
 
 
 def fast_engine(time_scale):

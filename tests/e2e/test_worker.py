@@ -5,7 +5,7 @@ import pytest
 from benchmarks.models import Host
 from runs.tasks import host_heartbeat, send_to_host
 from sweeplab.celery import app
-from tests.processes import celery_worker, wait_for
+from tests.e2e.processes import celery_worker, wait_for
 
 
 @pytest.mark.slow

@@ -17,16 +17,11 @@ from runs.api import hash_token, new_token
 from runs.models import ApiToken, Point, RequestRecord, Run
 from sweepcore.metrics import LATENCY_FIELDS
 
-EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "qwen3.6-27b-sm120.yaml"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "qwen3.6-27b-sm120.yaml"
 SMALL = {
     "name": "api-made", "host": "sim-8x-rtxpro6000", "engine": "sglang-sim", "model": "Qwen/Qwen3.6-27B",
     "tp": [1], "methods": ["autoregressive", {"ddtree": {"budget": [15]}}], "workloads": ["fibonacci"],
 }
-
-
-@pytest.fixture
-def catalog(db):
-    call_command("seed_demo", stdout=StringIO())
 
 
 def user_with_token(group, name=None):
@@ -41,9 +36,8 @@ def post_json(client, url, data, auth):
     return client.post(url, json.dumps(data), content_type="application/json", **auth)
 
 
-def test_tokens_are_stored_hashed_and_created_once_in_the_admin(catalog, client):
-    staff = User.objects.create_user("sam", password="pw-sam-12345", is_staff=True)
-    staff.groups.add(Group.objects.get(name="viewer"))
+def test_tokens_are_stored_hashed_and_created_once_in_the_admin(catalog, make_user, client):
+    staff = make_user("sam", "viewer", is_staff=True)
     client.force_login(staff)
     response = client.post(reverse("admin:runs_apitoken_add"), {"name": "nightly CI"}, follow=True)
     (message,) = [str(m) for m in response.context["messages"] if "copy it now" in str(m)]
@@ -154,11 +148,9 @@ def test_request_records_filter_by_sweep_run_point_or_error_and_read_one(catalog
     assert own["items"] == get(f"point={points[0].pk}")["items"]
 
 
-def test_session_auth_needs_csrf_on_post(catalog):
-    user = User.objects.create_user("otto", password="pw-otto-12345")
-    user.groups.add(Group.objects.get(name="operator"))
+def test_session_auth_needs_csrf_on_post(catalog, operator):
     browser = Client(enforce_csrf_checks=True)
-    browser.force_login(user)
+    browser.force_login(operator)
     assert browser.get("/api/sweeps").status_code == 200
     assert browser.post("/api/sweeps", json.dumps(SMALL), content_type="application/json").status_code == 403
     assert not Sweep.objects.exists()
@@ -331,7 +323,7 @@ def test_results_are_imported_through_the_api_once(catalog, client):
     Host.objects.create(name="h200-box", gpu_model="NVIDIA H200", gpu_count=8, compute_capability="9.0")
     _, viewer = user_with_token("viewer")
     _, operator = user_with_token("operator")
-    path = Path(__file__).parent / "data" / "imports" / "sglang-bench-serving.jsonl"
+    path = Path(__file__).resolve().parents[1] / "data" / "imports" / "sglang-bench-serving.jsonl"
 
     def upload(auth, data=None, **fields):
         file = SimpleUploadedFile(path.name, data if data is not None else path.read_bytes())

@@ -1,32 +1,17 @@
 from datetime import timedelta
-from io import StringIO
 from pathlib import Path
 
 import pytest
-from django.contrib.auth.models import Group, User
-from django.core.management import call_command
 from django.urls import reverse
 from django.utils import timezone
 
 from benchmarks.models import Sweep
 from runs.models import Point, Run
 
-EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "qwen3.6-27b-sm120.yaml"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "qwen3.6-27b-sm120.yaml"
 
-
-@pytest.fixture
-def demo(db):
-    call_command("seed_demo", stdout=StringIO())
-
-
-def user_in(group):
-    user = User.objects.create_user(group, password="pw-" + group + "-1234")
-    user.groups.add(Group.objects.get(name=group))
-    return user
-
-
-def test_the_builder_starts_from_the_example_and_previews_its_plan(demo, client):
-    client.force_login(user_in("operator"))
+def test_the_builder_starts_from_the_example_and_previews_its_plan(operator, catalog, client):
+    client.force_login(operator)
     page = client.get(reverse("sweep-new"))
     assert page.status_code == 200 and "qwen3.6-27b-sm120-ddtree" in page.content.decode()
     data = client.post(reverse("sweep-plan-preview"), {"spec_yaml": EXAMPLE.read_text()}).json()
@@ -34,9 +19,8 @@ def test_the_builder_starts_from_the_example_and_previews_its_plan(demo, client)
     assert data["skips"] == [{"point": "long-context 32700 tokens x1", "reason": data["skips"][0]["reason"], "runs": 23}]
     assert "32700 + 256 + 16 > 32768" in data["skips"][0]["reason"]
 
-
-def test_the_preview_names_each_error_with_its_field_path(demo, client):
-    client.force_login(user_in("operator"))
+def test_the_preview_names_each_error_with_its_field_path(operator, catalog, client):
+    client.force_login(operator)
     text = EXAMPLE.read_text().replace("budget: [8, 12, 15, 16, 32, 64]", "budget: '8,12'")
     data = client.post(reverse("sweep-plan-preview"), {"spec_yaml": text}).json()
     assert not data["valid"] and data["parsed"]
@@ -47,9 +31,8 @@ def test_the_preview_names_each_error_with_its_field_path(demo, client):
     broken = client.post(reverse("sweep-plan-preview"), {"spec_yaml": "name: [\n"}).json()
     assert not broken["valid"] and "malformed YAML" in broken["errors"][0]["message"]
 
-
-def test_saving_an_invalid_spec_keeps_the_text_and_shows_the_errors(demo, client):
-    client.force_login(user_in("operator"))
+def test_saving_an_invalid_spec_keeps_the_text_and_shows_the_errors(operator, catalog, client):
+    client.force_login(operator)
     text = EXAMPLE.read_text().replace("tp: [1, 4, 8]", "tp: [1, 16]")
     response = client.post(reverse("sweep-new"), {"spec_yaml": text, "action": "draft"})
     assert response.status_code == 400
@@ -57,9 +40,7 @@ def test_saving_an_invalid_spec_keeps_the_text_and_shows_the_errors(demo, client
     assert "tp[1]" in html and "16 is more than host" in html and "tp: [1, 16]" in html
     assert not Sweep.objects.exists()
 
-
-def test_an_operator_saves_a_draft_and_launches_a_sweep(demo, client):
-    operator = user_in("operator")
+def test_an_operator_saves_a_draft_and_launches_a_sweep(operator, catalog, client):
     client.force_login(operator)
     response = client.post(reverse("sweep-new"), {"spec_yaml": EXAMPLE.read_text(), "action": "draft"})
     sweep = Sweep.objects.get()
@@ -69,34 +50,31 @@ def test_an_operator_saves_a_draft_and_launches_a_sweep(demo, client):
     launched = Sweep.objects.order_by("-id").first()
     assert launched.status == "queued"
 
-
-def test_a_viewer_cannot_build_preview_or_launch(demo, client):
-    client.force_login(user_in("viewer"))
+def test_a_viewer_cannot_build_preview_or_launch(viewer, catalog, client):
+    client.force_login(viewer)
     assert client.get(reverse("sweep-new")).status_code == 403
     assert client.post(reverse("sweep-plan-preview"), {"spec_yaml": "x"}).status_code == 403
     assert client.post(reverse("sweep-new"), {"spec_yaml": EXAMPLE.read_text(), "action": "launch"}).status_code == 403
     assert not Sweep.objects.exists()
 
-
-def test_clone_fills_the_builder_with_an_existing_sweep(demo, client):
-    client.force_login(user_in("operator"))
+def test_clone_fills_the_builder_with_an_existing_sweep(operator, catalog, client):
+    client.force_login(operator)
     client.post(reverse("sweep-new"), {"spec_yaml": EXAMPLE.read_text(), "action": "draft"})
     sweep = Sweep.objects.get()
     html = client.get(reverse("sweep-new") + f"?clone={sweep.pk}").content.decode()
     assert "budget: [8, 12, 15, 16, 32, 64]" in html
 
-
-def test_a_draft_is_launched_from_its_page_by_an_operator_only(demo, client):
+def test_a_draft_is_launched_from_its_page_by_an_operator_only(viewer, operator, catalog, client):
     from benchmarks.catalog import load_catalog
     from runs.lifecycle import create_sweep
     from sweepcore.spec import load_spec_file
 
     sweep, _ = create_sweep(load_spec_file(EXAMPLE, load_catalog()))
-    client.force_login(user_in("viewer"))
+    client.force_login(viewer)
     assert client.post(reverse("sweep-launch", args=[sweep.pk])).status_code == 403
     sweep.refresh_from_db()
     assert sweep.status == "draft"
-    client.force_login(user_in("operator"))
+    client.force_login(operator)
     page = client.get(reverse("sweep-detail", args=[sweep.pk])).content.decode()
     assert reverse("sweep-launch", args=[sweep.pk]) in page and f"?clone={sweep.pk}" in page
     response = client.post(reverse("sweep-launch", args=[sweep.pk]), follow=True)
@@ -105,7 +83,6 @@ def test_a_draft_is_launched_from_its_page_by_an_operator_only(demo, client):
     assert "launched: 23 run(s) queued on host.sim-8x-rtxpro6000" in response.content.decode()
     again = client.post(reverse("sweep-launch", args=[sweep.pk]), follow=True).content.decode()
     assert "Cannot launch sweep" in again
-
 
 # --- the form view: data in, YAML out; quarantine retries; the duration estimate ---------
 
@@ -130,8 +107,8 @@ def preview_of(client, data):
     return client.post(reverse("sweep-plan-preview"), {"editor": "form", "spec_json": json.dumps(data)}).json()
 
 
-def test_the_form_data_comes_back_as_yaml_that_parses_to_the_same_data(demo, client):
-    client.force_login(user_in("operator"))
+def test_the_form_data_comes_back_as_yaml_that_parses_to_the_same_data(operator, catalog, client):
+    client.force_login(operator)
     answer = preview_of(client, {**SMALL, "x-note": "kept"})
     assert answer["parsed"] and answer["data"]["x-note"] == "kept"
     assert load_yaml(answer["spec_yaml"]) == {**SMALL, "x-note": "kept"}
@@ -144,8 +121,8 @@ def test_the_form_data_comes_back_as_yaml_that_parses_to_the_same_data(demo, cli
     assert valid["valid"] and valid["totals"] == {"runs": 3, "points": 9, "skipped_points": 0}
 
 
-def test_form_errors_name_the_field_they_belong_to(demo, client):
-    client.force_login(user_in("operator"))
+def test_form_errors_name_the_field_they_belong_to(operator, catalog, client):
+    client.force_login(operator)
     answer = preview_of(client, {**SMALL, "tp": [1, 16], "concurrency": "1, two",
                                  "methods": [{"ddtree": {"budget": "8,x"}}]})
     paths = {e["path"]: e["message"] for e in answer["errors"]}
@@ -156,8 +133,8 @@ def test_form_errors_name_the_field_they_belong_to(demo, client):
     assert not not_json["parsed"] and "not JSON" in not_json["errors"][0]["message"]
 
 
-def test_a_form_post_saves_the_sweep_it_describes_and_a_bad_one_keeps_the_form(demo, client):
-    client.force_login(user_in("operator"))
+def test_a_form_post_saves_the_sweep_it_describes_and_a_bad_one_keeps_the_form(operator, catalog, client):
+    client.force_login(operator)
     bad = client.post(reverse("sweep-new"), {"editor": "form", "spec_json": json.dumps({**SMALL, "tp": [3, 16]}),
                                               "action": "draft"})
     assert bad.status_code == 400 and not Sweep.objects.exists()
@@ -183,9 +160,9 @@ def _quarantine_budget_8():
     )
 
 
-def test_retry_anyway_applies_to_the_configuration_named_only(demo, client):
+def test_retry_anyway_applies_to_the_configuration_named_only(operator, catalog, client):
     _quarantine_budget_8()
-    client.force_login(user_in("operator"))
+    client.force_login(operator)
     skipped = preview_of(client, SMALL)
     (q,) = skipped["quarantined"]
     assert q["rule"] == {"method": "ddtree", "budget": 8, "topk_cap": 8, "tp": 1} and not q["retrying"]
@@ -199,14 +176,14 @@ def test_retry_anyway_applies_to_the_configuration_named_only(demo, client):
     assert run.status == "planned" and run.retry_quarantined and run.known_failure_id is not None
 
 
-def test_the_estimate_comes_from_the_history_of_the_same_points(demo, client):
+def test_the_estimate_comes_from_the_history_of_the_same_points(operator, catalog, client):
     from datetime import timedelta
 
     from django.utils import timezone
 
     from runs.models import Point
 
-    client.force_login(user_in("operator"))
+    client.force_login(operator)
     assert preview_of(client, SMALL)["estimate"] is None
     # An earlier sweep of the same points: 2 s per request and 30 s to start each run.
     client.post(reverse("sweep-new"), {"editor": "form", "spec_json": json.dumps(SMALL), "action": "draft"})
@@ -239,9 +216,9 @@ BIG = {
 
 
 @pytest.mark.parametrize("with_history", [False, True])
-def test_it_previews_a_plan_in_the_same_queries_whatever_its_size(demo, client, with_history,
+def test_it_previews_a_plan_in_the_same_queries_whatever_its_size(operator, catalog, client, with_history,
                                                                  django_assert_num_queries):
-    client.force_login(user_in("operator"))
+    client.force_login(operator)
     if with_history:  # an earlier sweep of these points: the estimate reads its history
         client.post(reverse("sweep-new"), {"editor": "form", "spec_json": json.dumps(BIG), "action": "draft"})
         Run.objects.update(status="done", started_at=timezone.now() - timedelta(hours=1))

@@ -1,14 +1,9 @@
 """Comparison charts of a sweep: datasets, failure markers, speedups, query count."""
 
-from io import StringIO
-
 import pytest
-from django.contrib.auth.models import Group, User
-from django.core.management import call_command
 from django.urls import reverse
 
-from benchmarks.models import LLM, Engine, Host, Sweep, Workload
-from runs.models import Point, Run
+from runs.models import Run
 from runs.results.charts import (
     FAMILIES,
     MARKER_STATUSES,
@@ -18,56 +13,9 @@ from runs.results.charts import (
     significant,
     sweep_charts,
 )
+from tests.web.sweeps import add_run, charts_by_id, make_sweep, values
 
 FAILURE_STATUSES = ("crashed", "skipped", "timeout", "not_run", "failed", "context_overflow")
-
-
-@pytest.fixture
-def catalog(db):
-    call_command("seed_demo", stdout=StringIO())
-
-
-def make_sweep(name="charts"):
-    return Sweep.objects.create(
-        name=name,
-        spec={"name": name},
-        host=Host.objects.get(name="sim-8x-rtxpro6000"),
-        engine=Engine.objects.get(name="sglang-sim"),
-        llm=LLM.objects.get(name="Qwen/Qwen3.6-27B"),
-    )
-
-
-SHAPES = [("fibonacci", None), ("long-context", 3000), ("long-context", 8000)]
-
-
-def add_run(sweep, position, method, params, tp, statuses=None, speed=100.0, concurrencies=(1,), attempt=1,
-            **metrics):
-    """A run with one point per SHAPES x concurrency; ``statuses`` maps a shape index to a status."""
-    run = Run.objects.create(sweep=sweep, position=position, method=method, params=params, tp=tp,
-                             attempt=attempt, status="done")
-    workloads = {w.name: w for w in Workload.objects.all()}
-    statuses = statuses or {}
-    position = 0
-    for concurrency in concurrencies:
-        for index, (workload, prompt_tokens) in enumerate(SHAPES):
-            status = statuses.get(index, "ok")
-            values = {}
-            if status == "ok":
-                values = {
-                    "decode_tok_s": speed * (1 - 0.1 * index),
-                    "output_throughput": speed * concurrency * 0.9,
-                    "mean_ttft_ms": 50.0 + (prompt_tokens or 0) / 100,
-                    "median_tpot_ms": 1000 / speed, "p99_tpot_ms": 1500 / speed,
-                    "median_itl_ms": 900 / speed, "p99_itl_ms": 2000 / speed,
-                    **metrics,
-                }
-            Point.objects.create(
-                run=run, position=position, workload=workloads[workload], prompt_tokens=prompt_tokens,
-                max_new_tokens=256, concurrency=concurrency, status=status,
-                reason="" if status == "ok" else f"{status} reason {method} TP{tp} #{index}", **values,
-            )
-            position += 1
-    return run
 
 
 @pytest.fixture
@@ -82,14 +30,6 @@ def sweep(catalog):
             statuses={1: "context_overflow"})
     add_run(sweep, 5, "ddtree", {"budget": 32, "topk_cap": 8}, 4, speed=200.0, accept_length=5.0)
     return sweep
-
-
-def charts_by_id(data):
-    return {chart["id"]: chart for chart in data["charts"]}
-
-
-def values(chart):
-    return {d["label"]: d["data"] for d in chart["datasets"] if d["kind"] == "value"}
 
 
 def markers(chart):
@@ -358,19 +298,13 @@ def test_constant_query_count(catalog, ddtree_runs, django_assert_num_queries):
         assert len(values(data["charts"][0])) == ddtree_runs + 1
 
 
-def a_viewer():
-    user = User.objects.create_user("cara")
-    user.groups.add(Group.objects.get(name="viewer"))
-    return user
-
-
 @pytest.mark.parametrize("ddtree_runs", [1, 9])
-def test_the_view_is_constant_in_queries(catalog, client, ddtree_runs, django_assert_num_queries):
+def test_the_view_is_constant_in_queries(viewer, catalog, client, ddtree_runs, django_assert_num_queries):
     sweep = make_sweep()
     add_run(sweep, 0, "autoregressive", {}, 4, speed=80.0, concurrencies=(1, 4))
     for i in range(ddtree_runs):
         add_run(sweep, i + 1, "ddtree", {"budget": 8 + i, "topk_cap": 8}, 4, speed=100.0 + i, concurrencies=(1, 4))
-    client.force_login(a_viewer())
+    client.force_login(viewer)
     url = reverse("sweep-charts", args=[sweep.pk])
     client.get(url)  # the session's first request
     # Session, user, the sweep, its runs, their points: the same for every variant.
@@ -393,8 +327,8 @@ def test_the_view_is_constant_in_queries(catalog, client, ddtree_runs, django_as
     assert chart["id"] == "latency:long-context 8000 c4" and len(values(chart)) == ddtree_runs + 1
 
 
-def test_the_view_answers_404_for_an_unknown_family_or_chart(sweep, client):
-    client.force_login(a_viewer())
+def test_the_view_answers_404_for_an_unknown_family_or_chart(viewer, sweep, client):
+    client.force_login(viewer)
     url = reverse("sweep-charts", args=[sweep.pk])
     response = client.get(url, {"family": "nope"})
     assert response.status_code == 404 and "no chart family “nope”" in response.json()["error"]
@@ -404,19 +338,19 @@ def test_the_view_answers_404_for_an_unknown_family_or_chart(sweep, client):
     assert [c["id"] for c in response.json()["charts"]] == ["latency:fibonacci"]
 
 
-def test_the_view_requires_login(sweep, client):
+def test_the_view_requires_login(viewer, sweep, client):
     url = reverse("sweep-charts", args=[sweep.pk])
     response = client.get(url)
     assert response.status_code == 302 and response["Location"].startswith(reverse("login"))
-    client.force_login(a_viewer())
+    client.force_login(viewer)
     response = client.get(url)
     assert response.status_code == 200 and response["Content-Type"] == "application/json"
     assert response.json()["sweep"] == sweep.pk
     assert client.get(reverse("sweep-charts", args=[sweep.pk + 1000])).status_code == 404
 
 
-def test_the_sweep_page_holds_the_charts_container(sweep, client):
-    client.force_login(a_viewer())
+def test_the_sweep_page_holds_the_charts_container(viewer, sweep, client):
+    client.force_login(viewer)
     page = client.get(reverse("sweep-detail", args=[sweep.pk])).content.decode()
     assert f'data-url="{reverse("sweep-charts", args=[sweep.pk])}"' in page
     assert 'id="comparison-charts"' in page and "js/charts.js" in page

@@ -1,11 +1,8 @@
 import csv
 import io
 import json
-from io import StringIO
 
 import pytest
-from django.contrib.auth.models import Group, User
-from django.core.management import call_command
 from django.urls import reverse
 
 from benchmarks.models import LLM, Engine, Host, Sweep, Workload
@@ -13,18 +10,6 @@ from runs.models import Point, RequestRecord, Run
 from runs.results import compare as compare_lib
 from runs.results.exports import EXPORT_COLUMNS
 from sweepcore.metrics import LATENCY_FIELDS, higher_is_better
-
-
-@pytest.fixture
-def catalog(db):
-    call_command("seed_demo", stdout=StringIO())
-
-
-@pytest.fixture
-def viewer(db):
-    user = User.objects.create_user("vera", password="pw-vera-123")
-    user.groups.add(Group.objects.get(name="viewer"))
-    return user
 
 
 def make_sweep(name, configs, points_per_run=2, decode=100.0, requests_per_point=2, workload=None):

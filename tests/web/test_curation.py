@@ -3,12 +3,10 @@ role boundaries of the admin."""
 
 import csv
 import io
-from io import StringIO
 
 import pytest
 from django.contrib.admin.helpers import ACTION_CHECKBOX_NAME
-from django.contrib.auth.models import Group, User
-from django.core.management import call_command
+from django.contrib.auth.models import Group
 from django.urls import reverse
 from django.utils import timezone
 
@@ -26,22 +24,6 @@ from runs.models import (
     RunEventKind,
     RunStatus,
 )
-
-
-@pytest.fixture
-def catalog(db):
-    call_command("seed_demo", stdout=StringIO())
-
-
-def staff_in(group, name=None):
-    user = User.objects.create_user(name or group, password=f"pw-{group}-12345", is_staff=True)
-    user.groups.add(Group.objects.get(name=group))
-    return user
-
-
-@pytest.fixture
-def curator(catalog):
-    return staff_in("curator", "cora")
 
 
 def make_sweep(name="s", decode=(100.0, 110.0), status=SweepStatus.DONE, sweep_status_points=PointStatus.OK):
@@ -66,7 +48,7 @@ def messages_of(response):
     return [str(m) for m in response.context["messages"]]
 
 
-def test_excluding_asks_for_a_reason_then_stores_it_with_an_audit_record(curator, client):
+def test_excluding_asks_for_a_reason_then_stores_it_with_an_audit_record(catalog, curator, client):
     sweep = make_sweep()
     points = list(Point.objects.filter(run__sweep=sweep).order_by("position"))
     client.force_login(curator)
@@ -86,7 +68,7 @@ def test_excluding_asks_for_a_reason_then_stores_it_with_an_audit_record(curator
     assert "Curation history" in page and "thermal throttling" in page and "cora" in page
 
 
-def test_an_exclusion_without_a_reason_changes_nothing(curator, client):
+def test_an_exclusion_without_a_reason_changes_nothing(catalog, curator, client):
     sweep = make_sweep()
     client.force_login(curator)
     ids = list(Point.objects.filter(run__sweep=sweep).values_list("pk", flat=True))
@@ -95,7 +77,7 @@ def test_an_exclusion_without_a_reason_changes_nothing(curator, client):
     assert not Point.objects.filter(excluded=True).exists() and not CurationEvent.objects.exists()
 
 
-def test_include_again_clears_the_exclusion_and_is_recorded(curator, client):
+def test_include_again_clears_the_exclusion_and_is_recorded(catalog, curator, client):
     sweep = make_sweep()
     run = sweep.runs.get()
     curation.exclude(Run.objects.filter(pk=run.pk), curator, "bad driver")
@@ -107,7 +89,7 @@ def test_include_again_clears_the_exclusion_and_is_recorded(curator, client):
     assert list(CurationEvent.objects.order_by("id").values_list("action", flat=True)) == ["exclude", "include"]
 
 
-def test_marking_a_baseline_unmarks_the_previous_one_of_the_same_series(curator, client):
+def test_marking_a_baseline_unmarks_the_previous_one_of_the_same_series(catalog, curator, client):
     old, new = make_sweep("old"), make_sweep("new")
     old_point = Point.objects.get(run__sweep=old, position=0)
     new_point = Point.objects.get(run__sweep=new, position=0)
@@ -124,7 +106,7 @@ def test_marking_a_baseline_unmarks_the_previous_one_of_the_same_series(curator,
     assert Point.objects.get(pk=new_point.pk).is_baseline
 
 
-def test_annotating_appends_the_note(curator, client):
+def test_annotating_appends_the_note(catalog, curator, client):
     run = make_sweep().runs.get()
     client.force_login(curator)
     act(client, "runs_run", "annotate", [run.pk], apply="1", text="driver 580.1")
@@ -135,7 +117,7 @@ def test_annotating_appends_the_note(curator, client):
     assert CurationEvent.objects.filter(action=CurationAction.ANNOTATE).count() == 2
 
 
-def test_rerun_makes_a_new_attempt_and_keeps_the_old_one(curator, client, django_capture_on_commit_callbacks):
+def test_rerun_makes_a_new_attempt_and_keeps_the_old_one(catalog, curator, client, django_capture_on_commit_callbacks):
     sweep = make_sweep(sweep_status_points=PointStatus.CRASHED)
     old = sweep.runs.get()
     Run.objects.filter(pk=old.pk).update(status=RunStatus.CRASHED, failure_kind=FailureKind.KILLED)
@@ -160,7 +142,7 @@ def test_rerun_makes_a_new_attempt_and_keeps_the_old_one(curator, client, django
     assert Run.objects.count() == 2
 
 
-def test_runs_of_an_imported_sweep_are_not_rerun_and_the_others_are(curator, client,
+def test_runs_of_an_imported_sweep_are_not_rerun_and_the_others_are(catalog, curator, client,
                                                                     django_capture_on_commit_callbacks):
     native, imported = make_sweep("native"), make_sweep("imported")
     Sweep.objects.filter(pk=imported.pk).update(source=SweepSource.IMPORTED)
@@ -198,7 +180,7 @@ def _known_failure():
     )
 
 
-def test_lifting_and_reimposing_a_quarantine_ask_why_and_are_recorded(curator, client):
+def test_lifting_and_reimposing_a_quarantine_ask_why_and_are_recorded(catalog, curator, client):
     kf = _known_failure()
     client.force_login(curator)
     response = act(client, "benchmarks_knownfailure", "lift", [kf.pk], apply="1", text="fixed in sglang 0.5.3")
@@ -215,7 +197,7 @@ def test_lifting_and_reimposing_a_quarantine_ask_why_and_are_recorded(curator, c
     assert 'name="active"' not in page  # not edited by hand: the actions do it, with a reason
 
 
-def test_export_actions_return_the_selection_as_csv(curator, client):
+def test_export_actions_return_the_selection_as_csv(catalog, curator, client):
     sweep = make_sweep()
     make_sweep("other")
     client.force_login(curator)
@@ -235,7 +217,7 @@ def test_export_actions_return_the_selection_as_csv(curator, client):
     assert rows[0]["signature"] == "an illegal instruction was encountered"
 
 
-def test_measured_values_are_read_only_and_flag_edits_are_recorded(curator, client):
+def test_measured_values_are_read_only_and_flag_edits_are_recorded(catalog, admin, curator, client):
     point = Point.objects.filter(run__sweep=make_sweep()).first()
     client.force_login(curator)
     url = reverse("admin:runs_point_change", args=[point.pk])
@@ -249,24 +231,21 @@ def test_measured_values_are_read_only_and_flag_edits_are_recorded(curator, clie
     event = CurationEvent.objects.get()
     assert event.action == CurationAction.EDIT and event.changes["excluded"] == [False, True]
     # Raw records cannot be changed by anyone.
-    admin_user = User.objects.get(username="admin")
-    client.force_login(admin_user)
+    client.force_login(admin)
     assert client.get(reverse("admin:runs_requestrecord_add")).status_code == 403
 
 
-def test_roles_in_the_admin(catalog, client):
+def test_roles_in_the_admin(operator, make_user, catalog, client):
     sweep = make_sweep()
     point = Point.objects.filter(run__sweep=sweep).first()
     engine = Engine.objects.get(name="sglang-sim")
     argv = list(engine.argv_template)
     # An operator without staff status is sent to the admin login.
-    operator = User.objects.create_user("otto", password="pw-otto-12345")
-    operator.groups.add(Group.objects.get(name="operator"))
     client.force_login(operator)
     response = client.get(reverse("admin:runs_point_changelist"))
     assert response.status_code == 302 and "/admin/login/" in response["Location"]
     # A viewer with staff status reads, but has no curation action and cannot change flags.
-    viewer = staff_in("viewer", "vera")
+    viewer = make_user("vera", "viewer", is_staff=True)
     client.force_login(viewer)
     page = client.get(reverse("admin:runs_point_changelist"))
     assert page.status_code == 200 and "exclude_results" not in page.content.decode()
@@ -274,7 +253,7 @@ def test_roles_in_the_admin(catalog, client):
     assert client.post(reverse("admin:runs_point_change", args=[point.pk]), {"excluded": "on"}).status_code == 403
     assert not Point.objects.filter(excluded=True).exists() and not CurationEvent.objects.exists()
     # A curator curates, but cannot change what a host executes.
-    curator = staff_in("curator", "cora")
+    curator = make_user("cora", "curator", is_staff=True)
     client.force_login(curator)
     assert "exclude_results" in client.get(reverse("admin:runs_point_changelist")).content.decode()
     url = reverse("admin:benchmarks_engine_change", args=[engine.pk])
@@ -286,7 +265,7 @@ def test_roles_in_the_admin(catalog, client):
     assert "rerun" in client.get(reverse("admin:runs_run_changelist")).content.decode()
 
 
-def test_the_admin_index_shows_running_sweeps_crashes_and_quarantines(curator, client):
+def test_the_admin_index_shows_running_sweeps_crashes_and_quarantines(catalog, curator, client):
     running = make_sweep("busy-sweep", status=SweepStatus.RUNNING)
     crashed = make_sweep("crashy").runs.get()
     Run.objects.filter(pk=crashed.pk).update(status=RunStatus.CRASHED, failure_kind=FailureKind.CUDA_OOM,
@@ -299,7 +278,7 @@ def test_the_admin_index_shows_running_sweeps_crashes_and_quarantines(curator, c
     assert "ddtree {&quot;budget&quot;:8,&quot;topk_cap&quot;:8} TP1" in page
 
 
-def test_a_big_list_pages_without_counting_the_whole_table(curator, client, monkeypatch):
+def test_a_big_list_pages_without_counting_the_whole_table(catalog, curator, client, monkeypatch):
     from django.db import connection
     from django.test.utils import CaptureQueriesContext
 
@@ -349,9 +328,9 @@ def test_points_filter_by_failure_kind_and_models_by_draft_model(catalog, curato
     assert listed["no"] == set(LLM.objects.exclude(name="with-draft").values_list("name", flat=True)) != set()
 
 
-def test_sweep_name_and_notes_edits_are_recorded(catalog, client):
+def test_sweep_name_and_notes_edits_are_recorded(make_user, catalog, client):
     sweep = make_sweep("nightly")
-    operator = staff_in("operator", "otto")
+    operator = make_user("otto", "operator", is_staff=True)
     client.force_login(operator)
     url = reverse("admin:benchmarks_sweep_change", args=[sweep.pk])
     response = client.post(url, {"name": "nightly-2", "notes": "driver 580 on this host", "status": "cancelled"})
@@ -368,7 +347,7 @@ def test_sweep_name_and_notes_edits_are_recorded(catalog, client):
     assert CurationEvent.objects.count() == 1
 
 
-def test_every_role_reads_the_curation_history(catalog, client):
+def test_every_role_reads_the_curation_history(make_user, catalog, client):
     from runs.roles import ROLES
 
     # The migrated groups hold exactly the current ROLES (which tests re-create after a flush).
@@ -376,20 +355,20 @@ def test_every_role_reads_the_curation_history(catalog, client):
         perms = Group.objects.get(name=name).permissions.values_list("content_type__app_label", "codename")
         assert set(perms) == set(codenames) and ("runs", "view_curationevent") in codenames, name
     run = make_sweep().runs.get()
-    curation.exclude(Run.objects.filter(pk=run.pk), staff_in("curator", "cora"), "a noisy neighbour")
+    curation.exclude(Run.objects.filter(pk=run.pk), make_user("cora", "curator", is_staff=True), "a noisy neighbour")
     for group in ("viewer", "operator"):
-        client.force_login(staff_in(group))
+        client.force_login(make_user(group, group, is_staff=True))
         page = client.get(reverse("admin:runs_curationevent_changelist"))
         assert page.status_code == 200 and "a noisy neighbour" in page.content.decode(), group
 
 
-def test_measured_data_cannot_be_deleted_in_the_admin_even_by_a_superuser(catalog, client):
+def test_measured_data_cannot_be_deleted_in_the_admin_even_by_a_superuser(admin, catalog, client):
     measured = make_sweep("measured")
     point = Point.objects.filter(run__sweep=measured).order_by("position").first()
     record = RequestRecord.objects.create(point=point, index=0, send_time=1.7e9, output_tokens=3)
     draft = make_sweep("draft", status=SweepStatus.DRAFT, sweep_status_points=PointStatus.PLANNED)
     Run.objects.filter(sweep=draft).update(status=RunStatus.PLANNED)
-    client.force_login(User.objects.get(username="admin"))
+    client.force_login(admin)
     for model, obj in (("runs_run", measured.runs.get()), ("runs_point", point), ("runs_requestrecord", record),
                        ("benchmarks_sweep", measured)):
         assert client.post(reverse(f"admin:{model}_delete", args=[obj.pk]), {"post": "yes"}).status_code == 403, model
@@ -405,13 +384,13 @@ def test_measured_data_cannot_be_deleted_in_the_admin_even_by_a_superuser(catalo
     assert Point.objects.count() == 2 and RequestRecord.objects.get() == record
 
 
-def test_a_staff_operator_neither_curates_nor_changes_what_a_host_runs(catalog, client):
+def test_a_staff_operator_neither_curates_nor_changes_what_a_host_runs(make_user, catalog, client):
     sweep = make_sweep()
     run, point, kf = sweep.runs.get(), Point.objects.filter(run__sweep=sweep).first(), _known_failure()
     engine, host = Engine.objects.get(name="sglang-sim"), Host.objects.get(name="sim-8x-rtxpro6000")
     llm = LLM.objects.get(name="Qwen/Qwen3.6-27B")
     before = [list(engine.argv_template), host.gpu_count, llm.path]
-    client.force_login(staff_in("operator", "otto"))
+    client.force_login(make_user("otto", "operator", is_staff=True))
     for model in ("runs_point", "runs_run", "benchmarks_knownfailure"):
         page = client.get(reverse(f"admin:{model}_changelist"))
         assert page.status_code == 200, model
@@ -438,21 +417,21 @@ def test_a_staff_operator_neither_curates_nor_changes_what_a_host_runs(catalog, 
     assert [engine.argv_template, host.gpu_count, llm.path] == before
 
 
-def test_only_staff_admins_change_models(catalog, client):
+def test_only_staff_admins_change_models(admin, make_user, catalog, client):
     llm = LLM.objects.get(name="Qwen/Qwen3.6-27B")
     url = reverse("admin:benchmarks_llm_change", args=[llm.pk])
     data = {"name": llm.name, "path": "/srv/models/other", "context_length": 4096, "draft_model_path": "",
             "description": ""}
     new = {**data, "name": "another-model"}
     for group in ("viewer", "operator", "curator"):
-        client.force_login(staff_in(group))
+        client.force_login(make_user(group, group, is_staff=True))
         assert client.post(url, data).status_code == 403, group
         assert client.post(reverse("admin:benchmarks_llm_add"), new).status_code == 403, group
         assert client.post(reverse("admin:benchmarks_llm_delete", args=[llm.pk]), {"post": "yes"}).status_code == 403
     llm.refresh_from_db()
     assert llm.path != "/srv/models/other" and not LLM.objects.filter(name="another-model").exists()
     # The same request from a staff admin goes through: the refusals above were the role's.
-    client.force_login(User.objects.get(username="admin"))
+    client.force_login(admin)
     assert client.post(url, data).status_code == 302
     llm.refresh_from_db()
     assert (llm.path, llm.context_length) == ("/srv/models/other", 4096)

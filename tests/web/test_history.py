@@ -1,11 +1,8 @@
 """History: series selection, regression detection, the JSON endpoint and its query count."""
 
 from datetime import datetime, timedelta, timezone
-from io import StringIO
 
 import pytest
-from django.contrib.auth.models import Group, User
-from django.core.management import call_command
 from django.urls import reverse
 
 from benchmarks.models import LLM, Engine, Host, Sweep, Workload
@@ -84,11 +81,6 @@ def test_bad_arguments_raise():
 
 
 # -- Series selection and the endpoint ----------------------------------------------------
-
-@pytest.fixture
-def catalog(db):
-    call_command("seed_demo", stdout=StringIO())
-
 
 def make_sweep(name, host="sim-8x-rtxpro6000", engine="sglang-sim", llm="Qwen/Qwen3.6-27B"):
     return Sweep.objects.create(
@@ -180,13 +172,6 @@ def test_choices_list_every_dimension(series):
             "label": 'ddtree {"budget":15,"topk_cap":8}'} in c["config"]
     assert c["tp"] == [1, 4] and 3000 in c["prompt_tokens"] and c["concurrency"] == [1, 4]
     assert series["gpu"] in c["gpu"]
-
-
-@pytest.fixture
-def viewer(db):
-    user = User.objects.create_user("hist-viewer", password="pw-hist-123")
-    user.groups.add(Group.objects.get(name="viewer"))
-    return user
 
 
 def query(series, **extra):
@@ -292,10 +277,9 @@ def test_history_json_query_count_is_constant(catalog, viewer, client, django_as
     assert response.status_code == 200 and len(response.json()["points"]) == n
 
 
-def test_history_tooltips_carry_the_curation_of_each_point(series, viewer, client):
+def test_history_tooltips_carry_the_curation_of_each_point(series, viewer, curator, client):
     from runs import curation
 
-    curator = User.objects.create_user("cora", password="pw-cora-12345")
     target = Point.objects.get(run__sweep__name="hist-4", prompt_tokens=3000, run__tp=4, concurrency=1,
                                run__method="ddtree")
     curation.exclude(Point.objects.filter(pk=target.pk), curator, "a noisy neighbour on the host")

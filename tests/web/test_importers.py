@@ -8,7 +8,7 @@ from io import StringIO
 from pathlib import Path
 
 import pytest
-from django.contrib.auth.models import Group, User
+from django.contrib.auth.models import User
 from django.core.management import CommandError, call_command
 from django.urls import reverse
 from django.utils import timezone
@@ -22,7 +22,7 @@ from sweepcore import importers
 from sweepcore.importers import ImportFileError, ImportRefused
 from sweepcore.plan import canonical_params
 
-DATA = Path(__file__).parent / "data" / "imports"
+DATA = Path(__file__).resolve().parents[1] / "data" / "imports"
 VLLM_FILE = DATA / "vllm-serve-detailed.json"
 SGLANG_FILE = DATA / "sglang-bench-serving.jsonl"
 ONE_BATCH_FILE = DATA / "sglang-one-batch.jsonl"
@@ -286,8 +286,8 @@ def test_other_malformed_cases():
 
 
 @pytest.fixture
-def catalog(db):
-    call_command("seed_demo", stdout=StringIO())
+def catalog(catalog):
+    """The demo catalog and an H200 host with an SGLang and a vLLM engine."""
     Host.objects.create(name="h200-box", gpu_model="NVIDIA H200", gpu_count=8, compute_capability="9.0")
     Engine.objects.create(name="sglang-h200", kind="sglang", argv_template=["python", "-m", "sglang.launch_server"])
     Engine.objects.create(name="vllm-h200", kind="vllm", argv_template=["vllm", "serve", "{model_path}"])
@@ -452,7 +452,7 @@ def test_the_command_exits_1_with_the_message_on_stderr(catalog, tmp_path):
     bad.write_text('{"batch_size": 1, "input_len": 8, "output_len": 4, "latency": "x", "output_throughput": 1}\n')
     proc = subprocess.run(
         [sys.executable, "manage.py", "import_results", str(bad), "--host", "h200-box"],
-        capture_output=True, text=True, cwd=Path(__file__).resolve().parent.parent, timeout=120,
+        capture_output=True, text=True, cwd=Path(__file__).resolve().parents[2], timeout=120,
     )
     assert proc.returncode == 1
     assert proc.stderr.strip().splitlines() == [
@@ -479,13 +479,7 @@ def native_point(sweep_name, when, speed):
     return sweep
 
 
-def a_viewer():
-    user = User.objects.create_user("viewer")
-    user.groups.add(Group.objects.get(name="viewer"))
-    return user
-
-
-def test_an_imported_point_appears_in_the_history_series_beside_native_ones(catalog, client):
+def test_an_imported_point_appears_in_the_history_series_beside_native_ones(viewer, catalog, client):
     native = native_point("native", timezone.now() - timedelta(days=3), 140.0)
     imported = import_file(SGLANG_FILE.name, SGLANG_FILE.read_bytes(), host="h200-box").sweep
     filters = {"model": "Qwen/Qwen3.6-27B", "engine": "sglang-h200", "method": "ddtree",
@@ -493,20 +487,20 @@ def test_an_imported_point_appears_in_the_history_series_beside_native_ones(cata
                "prompt_tokens": 2000, "concurrency": 1, "gpu": "NVIDIA H200"}
     points = series_points(filters, "output_throughput")
     assert [(p["sweep_id"], p["value"]) for p in points] == [(native.pk, 140.0), (imported.pk, 138.2)]
-    client.force_login(a_viewer())
+    client.force_login(viewer)
     query = {**filters, "metric": "output_throughput"}
     data = client.get(reverse("history-data"), {k: v for k, v in query.items()}).json()
     assert [p["sweep"] for p in data["points"]] == [native.pk, imported.pk]
 
 
-def test_an_imported_sweep_has_its_charts_and_compares(catalog, client):
+def test_an_imported_sweep_has_its_charts_and_compares(viewer, catalog, client):
     sweep = import_file(VLLM_FILE.name, VLLM_FILE.read_bytes(), host="h200-box").sweep
     data = sweep_charts(sweep.pk)
     decode = next(c for c in data["charts"] if c["id"] == "decode_tok_s")
     values = [v for d in decode["datasets"] if d["kind"] == "value" for v in d["data"] if v is not None]
     # The charts send 4 significant digits.
     assert values == [pytest.approx(Point.objects.get(run__sweep=sweep).decode_tok_s, rel=5e-4)]
-    client.force_login(a_viewer())
+    client.force_login(viewer)
     assert client.get(reverse("sweep-charts", args=[sweep.pk])).json() == json.loads(json.dumps(data))
     page = client.get(reverse("sweep-detail", args=[sweep.pk]))
     assert page.status_code == 200 and b"Imported from" in page.content
@@ -518,13 +512,10 @@ def test_an_imported_sweep_has_its_charts_and_compares(catalog, client):
 # --- the upload form ---------------------------------------------------------------------
 
 
-def test_the_upload_form_imports_a_file_once_and_refuses_a_malformed_one(catalog, client):
-    from django.contrib.auth.models import Group
+def test_the_upload_form_imports_a_file_once_and_refuses_a_malformed_one(catalog, operator, client):
     from django.core.files.uploadedfile import SimpleUploadedFile
     from django.urls import reverse
 
-    operator = User.objects.create_user("otto", password="pw-otto-12345")
-    operator.groups.add(Group.objects.get(name="operator"))
     client.force_login(operator)
     url = reverse("import-new")
     assert client.get(url).status_code == 200
@@ -541,13 +532,10 @@ def test_the_upload_form_imports_a_file_once_and_refuses_a_malformed_one(catalog
     assert response.status_code == 400 and "line 1" in response.content.decode() and Sweep.objects.count() == 1
 
 
-def test_a_viewer_cannot_import(catalog, client):
-    from django.contrib.auth.models import Group
+def test_a_viewer_cannot_import(catalog, viewer, client):
     from django.core.files.uploadedfile import SimpleUploadedFile
     from django.urls import reverse
 
-    viewer = User.objects.create_user("vera", password="pw-vera-12345")
-    viewer.groups.add(Group.objects.get(name="viewer"))
     client.force_login(viewer)
     upload = SimpleUploadedFile(VLLM_FILE.name, VLLM_FILE.read_bytes())
     assert client.post(reverse("import-new"), {"file": upload, "host": "h200-box"}).status_code == 403

@@ -1,8 +1,6 @@
-from io import StringIO
 
 import pytest
 from django.core.exceptions import ValidationError
-from django.core.management import call_command
 from django.db import IntegrityError, transaction
 
 from benchmarks.models import LLM, Engine, Host, Sweep, Workload
@@ -11,8 +9,7 @@ from sweepcore.metrics import LATENCY_FIELDS
 
 
 @pytest.fixture
-def run(db):
-    call_command("seed_demo", stdout=StringIO())
+def run(catalog):
     sweep = Sweep.objects.create(
         name="s", spec={}, host=Host.objects.get(name="sim-8x-rtxpro6000"),
         engine=Engine.objects.get(name="sglang-sim"), llm=LLM.objects.get(name="Qwen/Qwen3.6-27B"),

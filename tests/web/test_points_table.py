@@ -1,29 +1,14 @@
 """The sweep page's points table: points-table.json (sorting, filters, pages, bad
 parameters, query count) and the page that hosts it."""
 
-from io import StringIO
 from pathlib import Path
 
 import pytest
-from django.contrib.auth.models import Group, User
-from django.core.management import call_command
 from django.urls import reverse
 
 from runs.models import Point, Run
 from runs.results.points_table import MAX_PER_PAGE, SORT_COLUMNS, parse_query, points_table
-from tests.test_charts import add_run, make_sweep
-
-
-@pytest.fixture
-def catalog(db):
-    call_command("seed_demo", stdout=StringIO())
-
-
-@pytest.fixture
-def viewer(catalog):
-    user = User.objects.create_user("vera", password="pw-vera-123")
-    user.groups.add(Group.objects.get(name="viewer"))
-    return user
+from tests.web.sweeps import add_run, make_sweep
 
 
 @pytest.fixture

@@ -13,7 +13,7 @@ from django.core.management import call_command
 
 from sweeplab.settings import database_from_url
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_database_url_parses_postgres_and_sqlite():

@@ -1,26 +1,10 @@
 """Comparison charts of any runs across sweeps: /charts/?runs=... and /charts.json."""
 
-from io import StringIO
-
 import pytest
-from django.contrib.auth.models import Group, User
-from django.core.management import call_command
 from django.urls import reverse
 
 from runs.results.charts import run_charts
-from tests.test_charts import add_run, charts_by_id, make_sweep, values
-
-
-@pytest.fixture
-def catalog(db):
-    call_command("seed_demo", stdout=StringIO())
-
-
-@pytest.fixture
-def viewer(catalog):
-    user = User.objects.create_user("vera", password="pw-vera-123")
-    user.groups.add(Group.objects.get(name="viewer"))
-    return user
+from tests.web.sweeps import add_run, charts_by_id, make_sweep, values
 
 
 @pytest.fixture
@@ -122,7 +106,7 @@ def test_the_page_takes_the_checkboxes_of_the_sweep_page(two_sweeps, viewer, cli
     assert [r["id"] for r in response.json()["runs"]] == [runs["old_dd"].pk, runs["new_ar"].pk]
 
 
-def test_without_a_selection_the_page_explains_and_the_endpoint_refuses(viewer, client):
+def test_without_a_selection_the_page_explains_and_the_endpoint_refuses(catalog, viewer, client):
     client.force_login(viewer)
     response = client.get(reverse("run-selection-charts"))
     assert response.status_code == 200 and "Chart selected runs" in response.content.decode()

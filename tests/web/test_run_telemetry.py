@@ -2,30 +2,19 @@
 query count."""
 
 from datetime import timedelta
-from io import StringIO
 
 import pytest
-from django.contrib.auth.models import Group, User
-from django.core.management import call_command
 from django.urls import reverse
 from django.utils import timezone
 
 from runs.models import TelemetrySample
 from runs.results.gpu_series import MAX_SAMPLES_PER_GPU, gpu_series
-from tests.test_charts import add_run, make_sweep
+from tests.web.sweeps import add_run, make_sweep
 
 
 @pytest.fixture
-def run(db):
-    call_command("seed_demo", stdout=StringIO())
+def run(catalog):
     return add_run(make_sweep(), 0, "ddtree", {"budget": 15, "topk_cap": 8}, 2)
-
-
-@pytest.fixture
-def viewer(run):
-    user = User.objects.create_user("vera", password="pw-vera-123")
-    user.groups.add(Group.objects.get(name="viewer"))
-    return user
 
 
 START = timezone.now().replace(microsecond=0)

@@ -5,7 +5,6 @@ from io import StringIO
 from pathlib import Path
 
 import pytest
-from django.contrib.auth.models import Group, User
 from django.core.management import call_command
 from django.urls import reverse
 from django.utils import timezone
@@ -17,7 +16,7 @@ from runs.models import Point, PointStatus, Run, RunEvent, RunEventKind, RunStat
 from runs.views.sweep_detail import tail_lines
 from sweepcore.spec import load_spec_file
 
-EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "qwen3.6-27b-sm120.yaml"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "qwen3.6-27b-sm120.yaml"
 
 
 @pytest.fixture
@@ -25,22 +24,6 @@ def sweep(db):
     call_command("seed_demo", stdout=StringIO())
     spec = load_spec_file(EXAMPLE, load_catalog())
     return create_sweep(spec)[0]
-
-
-def _user(name, group):
-    user = User.objects.create_user(name, password=f"pw-{name}-123")
-    user.groups.add(Group.objects.get(name=group))
-    return user
-
-
-@pytest.fixture
-def viewer(db):
-    return _user("vera", "viewer")
-
-
-@pytest.fixture
-def operator(db):
-    return _user("otto", "operator")
 
 
 def _measured(run):

@@ -10,7 +10,7 @@ from django.urls import NoReverseMatch, reverse
 from benchmarks.models import Sweep
 from runs.models import Point, PointStatus, RequestRecord, Run
 
-SCRIPT = Path(__file__).resolve().parent.parent / "bench" / "ui_scale.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "bench" / "ui_scale.py"
 
 
 def load_script():

@@ -10,7 +10,7 @@ from benchmarks.catalog import load_catalog
 from runs.lifecycle import create_sweep
 from sweepcore.spec import load_spec_file
 
-EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "qwen3.6-27b-sm120.yaml"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "qwen3.6-27b-sm120.yaml"
 
 
 @pytest.fixture
@@ -18,13 +18,6 @@ def sweep(db):
     call_command("seed_demo", stdout=StringIO())
     spec = load_spec_file(EXAMPLE, load_catalog())
     return create_sweep(spec)[0]
-
-
-@pytest.fixture
-def viewer(db):
-    user = User.objects.create_user("vera", password="pw-vera-123")
-    user.groups.add(Group.objects.get(name="viewer"))
-    return user
 
 
 def app_urls(resolver=None, prefix=""):
@@ -63,8 +56,8 @@ def test_every_page_requires_login(sweep, client):
         assert response["Location"].startswith(reverse("login") + "?next="), url
 
 
-def test_an_account_without_a_role_reads_nothing(sweep, client):
-    client.force_login(User.objects.create_user("nora", password="pw-nora-123"))
+def test_an_account_without_a_role_reads_nothing(sweep, make_user, client):
+    client.force_login(make_user("nora"))
     urls = list(page_urls(sweep))
     assert len(urls) >= 15
     for url in urls:
@@ -76,7 +69,7 @@ def test_an_account_without_a_role_reads_nothing(sweep, client):
     nora = User.objects.get(username="nora")
     nora.groups.add(Group.objects.get(name="viewer"))
     assert sweep.name in client.get(reverse("sweep-list")).content.decode()
-    client.force_login(User.objects.create_user("sam", password="pw-sam-12345", is_staff=True))
+    client.force_login(make_user("sam", is_staff=True))
     assert client.get(reverse("sweep-detail", args=[sweep.pk])).status_code == 200
 
 
@@ -88,7 +81,7 @@ def test_the_admin_requires_a_staff_login(viewer, client):
 
 
 def test_login_page_logs_in_and_redirects_to_sweeps(viewer, client):
-    response = client.post(reverse("login"), {"username": "vera", "password": "pw-vera-123"})
+    response = client.post(reverse("login"), {"username": "vera", "password": "pw-vera-12345"})
     assert response.status_code == 302 and response["Location"] == reverse("sweep-list")
     response = client.post(reverse("login"), {"username": "vera", "password": "wrong"})
     assert "didn't match" in response.content.decode()

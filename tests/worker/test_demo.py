@@ -2,18 +2,12 @@
 
 from io import StringIO
 
-import pytest
 from django.core.management import call_command
 
 from benchmarks.models import Sweep
 from runs.lifecycle import enqueue_after
 from runs.models import Run
 from runs.tasks import start_sweep_after
-
-
-@pytest.fixture
-def catalog(db):
-    call_command("seed_demo", stdout=StringIO())
 
 
 def demo():
