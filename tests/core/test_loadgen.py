@@ -1,4 +1,5 @@
-"""sweepcore.loadgen against crafted in-process servers (tests/e2e/test_loadgen.py: the stub server process)."""
+"""sweepcore.loadgen against crafted in-process servers (tests/e2e/test_loadgen.py: against the
+stub server process)."""
 
 import asyncio
 import json

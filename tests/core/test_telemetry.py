@@ -1,6 +1,8 @@
-"""NVML readings, with a stand-in for the NVML library (no GPU on this machine)."""
+"""NVML readings, with a stand-in for the NVML library, and the real one on this machine
+(whichever kind it is: with an NVIDIA driver or without)."""
 
 import time
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -67,11 +69,32 @@ def test_busy_gpus_lists_foreign_processes(monkeypatch):
         telemetry.busy_gpus([2])
 
 
-def test_without_nvml_it_says_why():
-    # This machine has no NVIDIA driver: the real library cannot start.
-    with pytest.raises(telemetry.NvmlUnavailable, match="NVML could not start|not installed"):
-        with telemetry.Nvml():
-            pass
+def nvidia_driver_loaded():
+    """Whether this machine runs an NVIDIA kernel driver, seen without NVML: the kernel
+    module publishes its version here (in containers given GPUs too)."""
+    return Path("/proc/driver/nvidia/version").is_file()
+
+
+def test_the_real_nvml_reads_the_gpus_where_a_driver_is_loaded_and_says_why_not_elsewhere():
+    if not nvidia_driver_loaded():
+        # A CPU host, the simulator's machine, a container without GPUs.
+        with pytest.raises(telemetry.NvmlUnavailable, match="NVML could not start|not installed"):
+            with telemetry.Nvml():
+                pass
+        return
+    # A GPU host, what this tool is for: NVML starts and reads real numbers.
+    with telemetry.Nvml() as nvml:
+        count = nvml.count()
+        assert count >= 1
+        gpu = nvml.describe(0)
+        assert gpu["index"] == 0 and gpu["name"] and gpu["compute_capability"]
+        sample = nvml.sample(count - 1)
+        assert sample.gpu_index == count - 1
+        assert 0 <= sample.memory_used_mib <= sample.memory_total_mib and sample.memory_total_mib > 0
+        assert isinstance(nvml.processes(0), list)
+    assert telemetry.busy_gpus([], allowed_pids=[]) == []
+    with pytest.raises(telemetry.NvmlUnavailable, match=f"GPU {count} does not exist: NVML sees {count} GPU"):
+        telemetry.busy_gpus([count])
 
 
 def test_the_sampler_hands_batches_to_its_sink_until_stopped(monkeypatch):

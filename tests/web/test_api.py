@@ -203,7 +203,7 @@ def test_round_trip_create_launch_and_read_the_results(catalog, client, django_c
     sweep_id = created.json()["id"]
     again = client.post(f"/api/sweeps/{sweep_id}/launch", **auth)
     assert again.status_code == 409 and "only a draft can be launched" in again.json()["detail"]
-    # A worker measured it (stored directly here; tests/test_sweep_worker.py does it for real).
+    # A worker measured it (stored directly here; tests/e2e/test_sweep_worker.py does it for real).
     run = Run.objects.get(sweep_id=sweep_id, method="ddtree")
     point = run.points.get()
     Point.objects.filter(pk=point.pk).update(status="ok", decode_tok_s=143.5, completed=3, failed=0,

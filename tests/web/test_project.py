@@ -57,6 +57,27 @@ def test_a_secret_key_is_generated_once_when_none_is_given(tmp_path):
     ]
     assert keys[0] == keys[1] and len(keys[0]) >= 50
     assert (tmp_path / "secret_key").stat().st_mode & 0o077 == 0
+    # The worker reads the key the web server's commands made: one key for both.
+    code = "import django; django.setup(); from django.conf import settings; print(settings.SECRET_KEY)"
+    worker_env = {**env, "DJANGO_SETTINGS_MODULE": "sweeplab.settings"}
+    worker_side = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=worker_env,
+                                 capture_output=True, text=True, check=True).stdout.strip()
+    assert worker_side == keys[0].splitlines()[-1]
+
+
+def test_importing_the_settings_creates_no_file(tmp_path):
+    # A fresh process, the embedded defaults (SQLite, the filesystem broker) and no key:
+    # everything would go under SWEEPLAB_DATA_DIR, and nothing may appear there or beside it.
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    env = {**os.environ, "SWEEPLAB_DATA_DIR": str(fresh / "data"), "DJANGO_SETTINGS_MODULE": "sweeplab.settings"}
+    for name in ("SECRET_KEY", "DATABASE_URL", "CELERY_BROKER_URL", "SWEEPLAB_BROKER_DIR", "STATIC_ROOT"):
+        env.pop(name, None)
+    code = "import django; django.setup(); from django.conf import settings; print(settings.DATA_DIR)"
+    proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == str(fresh / "data")
+    assert list(fresh.iterdir()) == []
 
 
 def test_migrations_are_complete(db):

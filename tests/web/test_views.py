@@ -26,7 +26,7 @@ def app_urls(resolver=None, prefix=""):
     for entry in resolver.url_patterns:
         if isinstance(entry, URLResolver):
             if entry.app_name == "admin" or entry.namespace == "api":
-                continue  # the admin has its own login; the API answers 401 (tests/test_api.py)
+                continue  # the admin has its own login; the API answers 401 (tests/web/test_api.py)
             yield from app_urls(entry, prefix + str(entry.pattern))
         elif isinstance(entry, URLPattern) and entry.name not in ("login",):
             yield entry.name, prefix + str(entry.pattern)
