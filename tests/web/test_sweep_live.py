@@ -1,11 +1,9 @@
 """The live sweep page: progress.json, the run drawer, cancel and resume."""
 
 import json
-from io import StringIO
 from pathlib import Path
 
 import pytest
-from django.core.management import call_command
 from django.urls import reverse
 from django.utils import timezone
 
@@ -20,8 +18,7 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "qwen3.6-27b-sm120.
 
 
 @pytest.fixture
-def sweep(db):
-    call_command("seed_demo", stdout=StringIO())
+def sweep(catalog):
     spec = load_spec_file(EXAMPLE, load_catalog())
     return create_sweep(spec)[0]
 

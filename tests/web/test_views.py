@@ -1,9 +1,7 @@
-from io import StringIO
 from pathlib import Path
 
 import pytest
 from django.contrib.auth.models import Group, User
-from django.core.management import call_command
 from django.urls import URLPattern, URLResolver, get_resolver, reverse
 
 from benchmarks.catalog import load_catalog
@@ -14,8 +12,7 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "qwen3.6-27b-sm120.
 
 
 @pytest.fixture
-def sweep(db):
-    call_command("seed_demo", stdout=StringIO())
+def sweep(catalog):
     spec = load_spec_file(EXAMPLE, load_catalog())
     return create_sweep(spec)[0]
 
