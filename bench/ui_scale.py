@@ -597,6 +597,9 @@ def configure(database_url, data_dir):
     os.environ["DJANGO_SETTINGS_MODULE"] = "sweeplab.settings"
     import django
 
+    from sweeplab.settings import prepare_data_dir
+
+    prepare_data_dir()  # what manage.py does: the folder and the secret key force_login needs
     django.setup()
 
 

@@ -66,20 +66,31 @@ def database_from_url(url):
     )
 
 
+# Importing these settings creates no file: prepare_data_dir() (below) creates DATA_DIR,
+# the secret key and the broker's folders, and manage.py calls it before every command.
 DATA_DIR = Path(os.environ.get("SWEEPLAB_DATA_DIR") or BASE_DIR / "var").resolve()
-DATA_DIR.mkdir(parents=True, exist_ok=True)
+SECRET_KEY_FILE = DATA_DIR / "secret_key"
 
 
 def secret_key():
-    """SECRET_KEY from the environment, else one generated once and kept in DATA_DIR."""
+    """SECRET_KEY from the environment, else the one kept in DATA_DIR, which web and
+    worker share; empty while there is none, and Django then refuses to sign anything."""
     if os.environ.get("SECRET_KEY"):
         return os.environ["SECRET_KEY"]
-    path = DATA_DIR / "secret_key"
-    if not path.exists():
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w") as f:
-            f.write(secrets.token_urlsafe(50))
-    return path.read_text().strip()
+    try:
+        return SECRET_KEY_FILE.read_text().strip()
+    except FileNotFoundError:
+        return ""
+
+
+def write_secret_key():
+    """Generate the secret key kept in DATA_DIR once (mode 0600); never overwrite it."""
+    try:
+        fd = os.open(SECRET_KEY_FILE, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return
+    with os.fdopen(fd, "w") as f:
+        f.write(secrets.token_urlsafe(50))
 
 
 SECRET_KEY = secret_key()
@@ -189,9 +200,14 @@ CELERY_BROKER_URL = os.environ.get("CELERY_BROKER_URL") or "filesystem://"
 CELERY_VISIBILITY_TIMEOUT = int(os.environ.get("CELERY_VISIBILITY_TIMEOUT", 24 * 3600))
 
 
-def filesystem_broker_options(folder):
+def make_broker_folders(folder):
+    """The filesystem broker's folders, which it expects to exist."""
     for sub in ("queue", "processed", "control"):
         (folder / sub).mkdir(parents=True, exist_ok=True)
+
+
+def filesystem_broker_options(folder):
+    """Transport options of the filesystem broker in `folder` (make_broker_folders creates it)."""
     return {
         "data_folder_in": str(folder / "queue"),
         "data_folder_out": str(folder / "queue"),
@@ -220,3 +236,18 @@ CELERY_TASK_DEFAULT_QUEUE = "default"
 CELERY_TASK_IGNORE_RESULT = True
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+
+
+def prepare_data_dir():
+    """Create what the embedded default keeps in DATA_DIR: the folder, the secret key
+    (unless SECRET_KEY comes from the environment) and the filesystem broker's folders.
+    manage.py calls this before Django reads these settings, so that the first command
+    on a fresh machine (`make run`'s migrate) finds its key; a process that sets Django up
+    itself calls it first too."""
+    global SECRET_KEY
+    DATA_DIR.mkdir(parents=True, exist_ok=True)
+    if not os.environ.get("SECRET_KEY"):
+        write_secret_key()
+        SECRET_KEY = secret_key()
+    if CELERY_BROKER_URL.startswith("filesystem://"):
+        make_broker_folders(CELERY_BROKER_DIR)

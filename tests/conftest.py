@@ -1,22 +1,40 @@
+"""Fixtures of the Django tests (web, worker, e2e): the session's data folder, broker and
+HTTP settings, the demo catalog and a user per role. tests/core has its own pytest.ini and
+never loads this file when run on its own."""
+
 import os
+from io import StringIO
 from pathlib import Path
 
 import pytest
 from django.conf import settings as django_settings
+from django.core.management import call_command
+from django.test import override_settings
+
+from sweeplab import settings as sweeplab_settings
 
 TEST_BROKER_DIR = Path(django_settings.DATA_DIR) / "test-broker"
 
 
 @pytest.fixture(autouse=True, scope="session")
-def _own_broker_folder():
+def _data_dir():
+    """What manage.py prepares before a command: settings create no file on import, and
+    the test database (SQLite's file) lives in DATA_DIR. A secret key made here was not
+    there when pytest-django read the settings."""
+    sweeplab_settings.prepare_data_dir()
+    django_settings.SECRET_KEY = sweeplab_settings.SECRET_KEY
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _own_broker_folder(_data_dir):
     """Tests never share the filesystem broker of a running `make run`: their messages
     name runs of the test database. Workers started by tests inherit the variable."""
     from sweeplab.celery import app
-    from sweeplab.settings import filesystem_broker_options
 
     os.environ["SWEEPLAB_BROKER_DIR"] = str(TEST_BROKER_DIR)
     if django_settings.CELERY_BROKER_URL.startswith("filesystem://"):
-        app.conf.broker_transport_options = filesystem_broker_options(TEST_BROKER_DIR)
+        sweeplab_settings.make_broker_folders(TEST_BROKER_DIR)
+        app.conf.broker_transport_options = sweeplab_settings.filesystem_broker_options(TEST_BROKER_DIR)
     yield
 
 
@@ -29,6 +47,14 @@ def _plain_http():
     django_settings.SESSION_COOKIE_SECURE = False
     django_settings.CSRF_COOKIE_SECURE = False
     django_settings.SECURE_HSTS_SECONDS = 0
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _fast_passwords():
+    """Passwords hashed in microseconds, not the production hasher's ~0.5 s: every test
+    user and seed_demo's admin has one. What is tested is who may do what, not PBKDF2."""
+    with override_settings(PASSWORD_HASHERS=["django.contrib.auth.hashers.MD5PasswordHasher"]):
+        yield
 
 
 @pytest.fixture(autouse=True)
@@ -53,3 +79,51 @@ def roles(transactional_db):
         group.permissions.set(
             [Permission.objects.get(content_type__app_label=app, codename=codename) for app, codename in codenames]
         )
+
+
+@pytest.fixture
+def catalog(db):
+    """The demo catalog (`manage.py seed_demo`): hosts, engines, models, workloads and the
+    demo admin."""
+    call_command("seed_demo", stdout=StringIO())
+
+
+@pytest.fixture
+def make_user(db):
+    """make_user(name, group=None, **fields): a user with password pw-<name>-12345, in the
+    role group `group` if given (viewer, operator, curator)."""
+    from django.contrib.auth.models import Group, User
+
+    def make(name, group=None, **fields):
+        user = User.objects.create_user(name, password=f"pw-{name}-12345", **fields)
+        if group:
+            user.groups.add(Group.objects.get(name=group))
+        return user
+
+    return make
+
+
+@pytest.fixture
+def viewer(make_user):
+    """vera, who reads."""
+    return make_user("vera", "viewer")
+
+
+@pytest.fixture
+def operator(make_user):
+    """otto, who builds, launches, cancels and resumes sweeps (no staff status)."""
+    return make_user("otto", "operator")
+
+
+@pytest.fixture
+def curator(make_user):
+    """cora, who curates results in the admin (staff)."""
+    return make_user("cora", "curator", is_staff=True)
+
+
+@pytest.fixture
+def admin(catalog):
+    """The demo catalog's admin: staff and superuser."""
+    from django.contrib.auth.models import User
+
+    return User.objects.get(username="admin")

@@ -4,12 +4,9 @@ preview partial with its errors placed on their fields."""
 import json
 import re
 from html.parser import HTMLParser
-from io import StringIO
 from pathlib import Path
 
 import pytest
-from django.contrib.auth.models import Group, User
-from django.core.management import call_command
 from django.test import Client
 from django.urls import reverse
 
@@ -20,14 +17,9 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "qwen3.6-27b-sm120.
 
 
 @pytest.fixture
-def demo(db):
-    call_command("seed_demo", stdout=StringIO())
-
-
-@pytest.fixture
-def operator(demo, client):
-    user = User.objects.create_user("olga", password="pw-olga-12345")
-    user.groups.add(Group.objects.get(name="operator"))
+def operator(catalog, make_user, client):
+    """otto, logged in."""
+    user = make_user("otto", "operator")
     client.force_login(user)
     return user
 
@@ -223,15 +215,13 @@ def test_the_form_as_drawn_saves_the_sweep_it_shows(operator, client):
     assert sweep.spec["methods"][2] == {"ddtree": {"budget": [8, 12, 15, 16, 32, 64], "topk_cap": 8}}
 
 
-def test_the_builder_partials_take_what_the_builder_takes(demo):
-    viewer = User.objects.create_user("vera", password="pw-vera-12345")
-    viewer.groups.add(Group.objects.get(name="viewer"))
+def test_the_builder_partials_take_what_the_builder_takes(catalog, make_user):
+    viewer = make_user("vera", "viewer")
     client = Client()
     client.force_login(viewer)
     for name in ("sweep-builder-preview", "sweep-builder-edit"):
         assert client.post(reverse(name), {"editor": "yaml", "spec_yaml": "x"}).status_code == 403
-    operator = User.objects.create_user("otto", password="pw-otto-12345")
-    operator.groups.add(Group.objects.get(name="operator"))
+    operator = make_user("otto", "operator")
     strict = Client(enforce_csrf_checks=True)
     strict.force_login(operator)
     for name in ("sweep-builder-preview", "sweep-builder-edit"):

@@ -4,11 +4,8 @@ role, escapes what it shows, and stops polling when the sweep is finished."""
 
 import re
 from datetime import timedelta
-from io import StringIO
 
 import pytest
-from django.contrib.auth.models import Group, User
-from django.core.management import call_command
 from django.template import Context, Template
 from django.urls import reverse
 from django.utils import timezone
@@ -16,26 +13,9 @@ from django.utils import timezone
 from benchmarks.models import FailureKind, SweepStatus
 from runs.models import Point, PointStatus, Run, RunEvent, RunEventKind, RunStatus, TelemetrySample
 from runs.templatetags.sweeplab_format import num
-from tests.test_charts import add_run, make_sweep
+from tests.web.sweeps import add_run, make_sweep
 
 EVIL = "<script>alert('x')</script> & \"quoted\""
-
-
-@pytest.fixture
-def catalog(db):
-    call_command("seed_demo", stdout=StringIO())
-
-
-def _user(name, group=None):
-    user = User.objects.create_user(name, password=f"pw-{name}-123")
-    if group:
-        user.groups.add(Group.objects.get(name=group))
-    return user
-
-
-@pytest.fixture
-def viewer(catalog):
-    return _user("vera", "viewer")
 
 
 @pytest.fixture
@@ -306,17 +286,17 @@ def test_the_drawer_partial_polls_while_the_sweep_runs_and_carries_its_telemetry
 # --- who may ask ------------------------------------------------------------------------
 
 
-def test_the_partials_need_a_role(sweep, client):
+def test_the_partials_need_a_role(sweep, client, make_user):
     run = Run.objects.get(sweep=sweep, position=0)
     urls = [reverse("sweep-live-partial", args=[sweep.pk]), reverse("sweep-points-table-partial", args=[sweep.pk]),
             reverse("run-drawer-partial", args=[run.pk])]
     for url in urls:
         response = client.get(url)
         assert response.status_code == 302 and response["Location"].startswith(reverse("login") + "?next="), url
-    client.force_login(_user("nobody"))
+    client.force_login(make_user("nobody"))
     for url in urls:
         assert client.get(url).status_code == 403, url
-    client.force_login(_user("vera", "viewer"))
+    client.force_login(make_user("vera", "viewer"))
     for url in urls:
         assert client.get(url).status_code == 200, url
     assert client.get(reverse("sweep-live-partial", args=[sweep.pk + 100])).status_code == 404

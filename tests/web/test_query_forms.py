@@ -2,11 +2,8 @@
 defaults for what is left out, one message naming the first bad parameter, and a 400
 (never a 500) for ids the database cannot hold."""
 
-from io import StringIO
 
 import pytest
-from django.contrib.auth.models import Group, User
-from django.core.management import call_command
 from django.http import QueryDict
 from django.urls import reverse
 
@@ -119,11 +116,8 @@ def test_chart_choice_is_the_overview_unless_asked():
 
 
 @pytest.fixture
-def viewer(db):
-    call_command("seed_demo", stdout=StringIO())
-    user = User.objects.create_user("vera", password="pw-vera-123")
-    user.groups.add(Group.objects.get(name="viewer"))
-    return user
+def viewer(catalog, make_user):
+    return make_user("vera", "viewer")
 
 
 @pytest.fixture

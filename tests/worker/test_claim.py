@@ -2,10 +2,8 @@
 heartbeat lets another worker take over; a cancelled sweep's runs are never taken."""
 
 from datetime import timedelta
-from io import StringIO
 
 import pytest
-from django.core.management import call_command
 from django.utils import timezone
 
 from benchmarks.catalog import load_catalog
@@ -16,9 +14,8 @@ from sweepcore.spec import validate
 
 
 @pytest.fixture
-def queued(db):
+def queued(catalog):
     """The id of a queued run, its task not sent."""
-    call_command("seed_demo", stdout=StringIO())
     spec = validate(
         {"name": "claim", "host": "sim-8x-rtxpro6000", "engine": "sglang-sim", "model": "Qwen/Qwen3.6-27B",
          "tp": [1], "methods": ["autoregressive"], "workloads": ["fibonacci"]},

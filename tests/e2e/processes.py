@@ -1,0 +1,107 @@
+"""Starting real processes (workers, the stub server) from tests, against the test database."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from urllib.parse import quote
+
+from django.db import connection
+
+ROOT = Path(__file__).resolve().parents[2]
+STUB = ROOT / "bench" / "stub_server.py"
+
+
+def test_database_url():
+    """DATABASE_URL of the database this test runs on, for child processes."""
+    s = connection.settings_dict
+    if s["ENGINE"].endswith("sqlite3"):
+        return f"sqlite:///{s['NAME']}"
+    user = quote(s["USER"] or "")
+    password = f":{quote(s['PASSWORD'])}" if s["PASSWORD"] else ""
+    return f"postgres://{user}{password}@{s['HOST'] or 'localhost'}:{s['PORT'] or 5432}/{s['NAME']}"
+
+
+def child_env(**extra):
+    from django.conf import settings
+
+    return {**os.environ, "DATABASE_URL": test_database_url(), "SWEEPLAB_DATA_DIR": str(settings.DATA_DIR), **extra}
+
+
+def stop_process_group(proc, grace=10):
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+
+
+@contextmanager
+def celery_worker(queues, log_path, **env):
+    """A real Celery worker process consuming `queues`, stopped (and its children) after."""
+    argv = [
+        sys.executable, "-m", "celery", "-A", "sweeplab", "worker",
+        "--queues", ",".join(queues), "--concurrency", "1", "--loglevel", "INFO",
+        "--hostname", f"test-{os.getpid()}@%h",
+        "--without-gossip", "--without-mingle", "--without-heartbeat",
+    ]
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen(
+            argv, cwd=ROOT, env=child_env(**env), stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    try:
+        yield proc
+    finally:
+        stop_process_group(proc)
+
+
+@contextmanager
+def stub(*args):
+    """Start bench/stub_server.py on a free loopback port; kill it at the end."""
+    p = subprocess.Popen([sys.executable, str(STUB), "--port", "0", *args],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        line = p.stdout.readline()
+        assert line.startswith("LISTENING"), p.stderr.read()
+        yield f"http://127.0.0.1:{int(line.split()[1])}"
+    finally:
+        p.kill()
+        p.wait(timeout=5)
+
+
+def wait_for(predicate, timeout, interval=0.2):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(interval)
+    return predicate()
+
+
+def server_pids(module):
+    """Process ids of every `python -m <module>` server on this machine."""
+    pids = set()
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if module.encode() in cmdline and b"-m" in cmdline:
+            pids.add(int(entry.name))
+    return pids
+
+
+def simengine_pids():
+    return server_pids("simengine")
+
+
+def llamacpp_pids():
+    return server_pids("llama_cpp.server")

@@ -1,0 +1,332 @@
+"""The product in a real browser: Debian's Chromium driven by Playwright, against the
+live server, a real Celery worker and real simengine servers. Saves full-page
+screenshots under var/screenshots/ (`make screenshots`)."""
+
+import os
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+
+from benchmarks.models import Engine, Sweep
+from runs.models import Point, PointStatus, Run
+from runs.results.charts import sweep_charts
+from runs.templatetags.sweeplab_format import num
+from tests.e2e.processes import celery_worker, simengine_pids, wait_for
+
+CHROMIUM = "/usr/bin/chromium"
+SCREENSHOTS = Path(settings.BASE_DIR) / "var" / "screenshots"
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture
+def browser(monkeypatch):
+    # Playwright's sync API keeps an event loop in this thread; the ORM calls the test
+    # makes between browser steps are still plain synchronous code.
+    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
+    if not Path(CHROMIUM).exists():
+        if os.environ.get("CI"):
+            pytest.fail(f"{CHROMIUM} is missing: .ci/run installs Debian's chromium")
+        pytest.skip(f"{CHROMIUM} is not installed (apt-get install chromium)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        instance = p.chromium.launch(
+            executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"]
+        )
+        yield instance
+        instance.close()
+
+
+@pytest.fixture
+def operator(catalog, roles, make_user):
+    """olga, an operator, and the simulated engine at 0.01 x real time."""
+    engine = Engine.objects.get(name="sglang-sim")
+    engine.argv_template = engine.argv_template + ["--time-scale", "0.01"]
+    engine.readiness_timeout_s = 60
+    engine.save()
+    return make_user("olga", "operator")
+
+
+def shot(page, name):
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
+
+
+def doc_shot(target, name):
+    """A small picture for the README (a page's first screen, or one element), which
+    `make screenshots` copies into docs/."""
+    (SCREENSHOTS / "docs").mkdir(parents=True, exist_ok=True)
+    target.screenshot(path=str(SCREENSHOTS / "docs" / f"{name}.png"))
+
+
+def log_in(page, live_server, username, password):
+    page.goto(f"{live_server.url}/")
+    assert "/login/" in page.url
+    page.fill("#id_username", username)
+    page.fill("#id_password", password)
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{live_server.url}/")
+
+
+def test_build_launch_watch_and_chart_a_sweep_in_the_browser(browser, operator, live_server, tmp_path):
+    before = simengine_pids()
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    errors = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    log_in(page, live_server, "olga", "pw-olga-12345")
+
+    # Build the sweep in the form, starting from the example it opens with.
+    page.click("text=New sweep")
+    page.wait_for_selector("#plan-preview h2:has-text('23 runs, 161 points')")
+    page.fill("#f-name", "browser-smoke")
+    page.uncheck("#f-tp-4")
+    page.uncheck("#f-tp-8")
+    page.fill("#f-method-2-budget", "8, x")
+    # A wrong value is explained next to its field, in words.
+    page.wait_for_selector("[data-path='methods[2].ddtree.budget'] .field-error:has-text('expected a list of positive integers')")
+    page.fill("#f-method-2-budget", "8, 15")
+    page.click(".method-row[data-path='methods[1]'] button:has-text('Remove')")  # dflash
+    page.fill("#f-workload-1-prompt_tokens", "1000, 2000")
+    page.fill("#f-max_new_tokens", "64")
+    page.fill("#f-requests_per_point", "2")
+    page.click("[data-path='exclude[0]'] button:has-text('Remove')")
+    page.wait_for_selector("#plan-preview h2:has-text('3 runs, 9 points')")
+    shot(page, "builder")
+    doc_shot(page, "builder")
+    # The YAML view shows the same spec.
+    page.click("#tab-yaml")
+    page.wait_for_function("document.getElementById('id_spec_yaml').value.includes('budget: [8, 15]')")
+    assert "max_new_tokens: 64" in page.input_value("#id_spec_yaml")
+    shot(page, "builder-yaml")
+    page.click("#tab-form")
+    page.wait_for_selector("#f-name")
+
+    with celery_worker(["host.sim-8x-rtxpro6000"], tmp_path / "worker.log"):
+        page.click("button[value=launch]")
+        page.wait_for_url("**/sweeps/*/")
+        sweep = Sweep.objects.get(name="browser-smoke")
+        url = page.url
+        # A run ticked for charting stays ticked while the live partial replaces the rows.
+        page.check("tbody[data-run-id] input[name=runs] >> nth=0")
+        # Progress reaches done without a reload: the live badge changes in place.
+        page.wait_for_selector("[data-field=sweep-status]:has-text('Done')", timeout=180_000)
+        assert page.url == url
+        # So do the progress, the run rows and (told by the live partial) the points table.
+        page.wait_for_selector("[data-field=progress-text]:has-text('(100%)')")
+        assert page.is_checked("tbody[data-run-id] input[name=runs] >> nth=0")
+        page.wait_for_function(
+            "[...document.querySelectorAll('#points-table tr.point-row')].length === 9 && "
+            "[...document.querySelectorAll('#points-table tr.point-row')].every(r => r.dataset.status !== 'planned')")
+        shown = page.eval_on_selector_all("tbody[data-run-id] [data-field=status]", "els => els.map(e => e.textContent)")
+        assert shown == [run.get_status_display() for run in Run.objects.filter(sweep=sweep).order_by("position")]
+    sweep.refresh_from_db()
+    assert sweep.status == "done"
+
+    # Cloned into the builder, the same sweep now has a duration estimate from its history.
+    page.goto(f"{live_server.url}/sweeps/new/?clone={sweep.pk}")
+    page.wait_for_selector("[data-field=estimate]:has-text('Estimated duration: about')")
+    assert "extrapolated" not in page.inner_text("[data-field=estimate]")
+
+    page.goto(url)
+    page.wait_for_selector("#comparison-charts[data-ready=true]")
+    charts = page.evaluate(
+        """() => Object.fromEntries(Object.entries(window.sweeplabCharts).map(
+               ([name, chart]) => [name, chart.data.datasets.map(d => d.label)]))"""
+    )
+    # Every Chart.js instance on the page is one of these, and each drew the datasets the
+    # server sent it: the status chart its statuses, each comparison chart its configurations
+    # and markers (none left empty, none missing).
+    assert page.evaluate(
+        """() => Object.values(Chart.instances).every(c => Object.values(window.sweeplabCharts).includes(c))"""
+    )
+    assert page.evaluate("Object.keys(Chart.instances).length") == len(charts)
+    expected = {chart["id"]: [d["label"] for d in chart["datasets"]] for chart in sweep_charts(sweep.pk)["charts"]}
+    statuses = set(Point.objects.filter(run__sweep=sweep).values_list("status", flat=True))
+    expected["status"] = [label for value, label in PointStatus.choices if value in statuses]
+    assert set(charts) == set(expected) and len(expected) > 4
+    for name, labels in charts.items():
+        assert labels and labels == expected[name], name
+    assert "ddtree budget=15 topk_cap=8 TP1" in charts["decode_tok_s"]
+    assert "autoregressive TP1" in charts["decode_tok_s"]
+    # The budget-8 crash is a marker with its reason, not a zero bar.
+    assert any(label.startswith("Crashed") or label.startswith("Not run") for label in charts["decode_tok_s"])
+    reasons = page.evaluate(
+        """() => window.sweeplabCharts.decode_tok_s.data.datasets
+               .filter(d => d.kind === 'marker').flatMap(d => d.data.map(p => p.reason))"""
+    )
+    assert any("illegal instruction" in r for r in reasons)
+    # The other chart families are listed, not drawn, until opened; opening one fetches it
+    # (?family=) and draws exactly the datasets the server builds for it.
+    listed = sweep_charts(sweep.pk)["families"]
+    assert page.evaluate(
+        "() => [...document.querySelectorAll('#comparison-charts details.chart-family')].map(d => d.dataset.family)"
+    ) == [family["id"] for family in listed] == ["prompt_length", "latency"]
+    page.click("details.chart-family[data-family=latency] > summary")
+    page.wait_for_selector("details.chart-family[data-family=latency][data-ready=true]")
+    latency = sweep_charts(sweep.pk, family="latency")["charts"]
+    assert [c["id"] for c in latency] == [c["id"] for c in listed[1]["charts"]] and len(latency) == 3
+    drawn = page.evaluate(
+        """ids => ids.map(id => window.sweeplabCharts[id].data.datasets.map(
+               d => ({label: d.label, kind: d.kind, data: d.data})))""",
+        [c["id"] for c in latency],
+    )
+    for chart, datasets in zip(latency, drawn):
+        assert datasets == [{"label": d["label"], "kind": d["kind"], "data": d["data"]} for d in chart["datasets"]]
+    # The budget-8 crash is a marker there too, with its reason; no value of it is drawn.
+    assert any("illegal instruction" in m["reason"] for ds in drawn for d in ds if d["kind"] == "marker"
+               for m in d["data"])
+    assert page.evaluate("Object.keys(Chart.instances).length") == len(charts) + len(latency)
+    # A family of more charts than the page draws at once lists them, each fetched (?chart=)
+    # and drawn when opened.
+    import runs.results.charts
+
+    at_once, runs.results.charts.FAMILY_AT_ONCE = runs.results.charts.FAMILY_AT_ONCE, 2  # the live server is this process
+    try:
+        page.reload()
+        page.wait_for_selector("#comparison-charts[data-ready=true]")
+    finally:
+        runs.results.charts.FAMILY_AT_ONCE = at_once
+    one = latency[1]
+    page.click("details.chart-family[data-family=latency] > summary")
+    assert page.evaluate(
+        "() => [...document.querySelectorAll('details.chart-family[data-family=latency] details.chart-one')]"
+        ".map(d => [d.dataset.chart, d.querySelector('summary').textContent])"
+    ) == [[c["id"], c["title"]] for c in latency]
+    assert one["id"] not in page.evaluate("Object.keys(window.sweeplabCharts)")
+    page.click(f"details.chart-one[data-chart='{one['id']}'] > summary")
+    page.wait_for_selector(f"details.chart-one[data-chart='{one['id']}'][data-ready=true]")
+    assert page.evaluate(
+        "id => window.sweeplabCharts[id].data.datasets.map(d => ({label: d.label, kind: d.kind, data: d.data}))",
+        one["id"],
+    ) == [{"label": d["label"], "kind": d["kind"], "data": d["data"]} for d in one["datasets"]]
+    assert page.evaluate("Object.keys(Chart.instances).length") == len(charts) + 1
+    # The points table: 9 points, sorted by decode speed (missing values last), filtered.
+    page.wait_for_function("document.querySelectorAll('#points-table tr.point-row').length === 9")
+    page.click("#points-table button[data-sort=decode_tok_s]")  # a speed: the fastest first
+    page.wait_for_selector("#points-table th[aria-sort=descending] button[data-sort=decode_tok_s]")
+    page.wait_for_function("document.querySelector('#points-table tr.point-row').dataset.status === 'ok'")
+    page.click("#points-table button[data-sort=decode_tok_s]")  # the other way; missing values still last
+    page.wait_for_selector("#points-table th[aria-sort=ascending] button[data-sort=decode_tok_s]")
+    page.wait_for_function("document.querySelector('#points-table tr.point-row').dataset.status === 'ok'")
+    # The table's numbers (the server's num filter) read as the charts' tooltips (util.js) write them.
+    values = [0.125, 1.005, 2.675, 6.25, 99.995, 100.5, 1234.5678, -0.125]
+    assert page.evaluate("values => values.map(v => sweeplab.fmt(v))", values) == [num(v) for v in values]
+    page.select_option("#points-table select[name=status]", "ok")
+    page.wait_for_function(
+        "[...document.querySelectorAll('#points-table tr.point-row')].every(r => r.dataset.status === 'ok')")
+    page.select_option("#points-table select[name=status]", "")
+    page.wait_for_function("document.querySelectorAll('#points-table tr.point-row').length === 9")
+    shot(page, "sweep-detail")
+    page.click("tbody[data-run-id] tr.run-row >> nth=1")
+    page.wait_for_selector("#run-drawer :text('Command launched')")
+    shot(page, "run-drawer")
+    doc_shot(page.locator("#run-drawer"), "run-drawer")
+    page.keyboard.press("Escape")
+    page.wait_for_selector("#run-drawer", state="hidden")
+    assert page.inner_text("#run-drawer-body") == "" and not page.query_selector("tbody.run.selected")
+
+    # Compare two configurations point by point, and follow one series over time.
+    ar, dd15 = (Run.objects.get(sweep=sweep, method=m, params_key=k) for m, k in (
+        ("autoregressive", "{}"), ("ddtree", '{"budget":15,"topk_cap":8}')))
+    dd8 = Run.objects.get(sweep=sweep, method="ddtree", params_key='{"budget":8,"topk_cap":8}')
+    page.goto(f"{live_server.url}/compare/?run={ar.pk}&run={dd15.pk}&run={dd8.pk}")
+    page.wait_for_function("window.sweeplabCharts && window.sweeplabCharts.compare")
+    compare = page.evaluate(
+        """() => { const c = window.sweeplabCharts.compare;
+                   return {title: c.options.plugins.title.text, x: c.options.scales.x.title.text,
+                           y: c.options.scales.y.title.text,
+                           datasets: c.data.datasets.map(d => ({label: d.label, kind: d.kind, data: d.data,
+                                                                barColors: d.barColors || null}))}; }"""
+    )
+    assert compare["title"].startswith("decode speed (tok/s) of matched points")
+    assert compare["x"] == "decode speed (tok/s), higher is better" and compare["y"] == "matched point"
+    values = {d["label"]: d for d in compare["datasets"] if d["kind"] == "value"}
+    assert list(values) == [f"#{sweep.pk}/{run.pk} {run.config_label}" for run in (ar, dd15, dd8)]
+    # DDTree budget 15 decodes faster than autoregressive: green bars; budget 8 crashed: no bars,
+    # markers with the crash's reason instead.
+    assert set(values[f"#{sweep.pk}/{dd15.pk} {dd15.config_label}"]["barColors"]) == {"#1a7f37"}
+    assert values[f"#{sweep.pk}/{dd8.pk} {dd8.config_label}"]["data"] == [None, None, None]
+    marker_sets = [d for d in compare["datasets"] if d["kind"] == "marker"]
+    assert {d["label"] for d in marker_sets} <= {"Crashed (server died during it)", "Not run (server died earlier)"}
+    assert sum(len(d["data"]) for d in marker_sets) == 3
+    assert any("illegal instruction" in m["reason"] for d in marker_sets for m in d["data"])
+    # A marker can be hovered, and its tooltip says what happened.
+    page.evaluate("window.scrollTo(0, 0)")
+    x, y = page.evaluate(
+        """() => { const c = window.sweeplabCharts.compare;
+                   const i = c.data.datasets.findIndex(d => d.kind === 'marker');
+                   const p = c.getDatasetMeta(i).data[0], r = c.canvas.getBoundingClientRect();
+                   return [r.left + p.x, r.top + p.y]; }"""
+    )
+    page.mouse.move(x, y)
+    page.wait_for_function(
+        """group => (window.sweeplabCharts.compare.tooltip.body || [])
+                      .some(b => b.lines[0].startsWith(group + ': ') && b.lines[1].includes('illegal instruction'))""",
+        arg=f"#{sweep.pk}/{dd8.pk} {dd8.config_label}",
+    )
+    shot(page, "compare")
+    doc_shot(page, "compare")
+    # The same two runs as comparison charts of a selection (any runs, across sweeps).
+    page.goto(f"{live_server.url}/charts/?runs={ar.pk},{dd15.pk}")
+    page.wait_for_function("window.sweeplabCharts && window.sweeplabCharts.decode_tok_s")
+    labels = page.evaluate("window.sweeplabCharts.decode_tok_s.data.datasets.map(d => d.label)")
+    assert "autoregressive TP1" in labels and "ddtree budget=15 topk_cap=8 TP1" in labels
+    shot(page, "charts")
+    from urllib.parse import urlencode
+
+    series = {
+        "model": "Qwen/Qwen3.6-27B", "engine": "sglang-sim", "config": "ddtree:" + dd15.params_key, "tp": 1,
+        "workload": "long-context", "prompt_tokens": 2000, "concurrency": 1, "gpu": sweep.host.gpu_model,
+    }
+    page.goto(f"{live_server.url}/history/?{urlencode(series)}")
+    page.wait_for_function("window.sweeplabCharts && window.sweeplabCharts.history")
+    assert page.evaluate("window.sweeplabCharts.history.data.datasets[0].data.length") == 1
+    shot(page, "history")
+    assert errors == []
+    assert wait_for(lambda: not (simengine_pids() - before), timeout=10)
+
+
+def test_a_real_llama_cpp_sweep_in_the_browser(browser, operator, live_server, tmp_path):
+    """The demo's real half, small: llama.cpp on this CPU, watched and charted in the
+    browser. Its pictures open the README."""
+    from benchmarks.catalog import load_catalog
+    from runs.lifecycle import create_sweep, launch_sweep
+    from sweepcore.spec import validate
+    from tests.e2e.processes import llamacpp_pids
+
+    before = llamacpp_pids()
+    spec = validate({
+        "name": "smollm2-cpu-small", "host": "local-cpu", "engine": "llamacpp-cpu", "model": "SmolLM2-135M-Instruct",
+        "tp": [1], "methods": ["autoregressive", {"prompt-lookup": {"num_pred_tokens": [2, 8]}}],
+        "workloads": ["fibonacci", {"long-context": {"prompt_tokens": [256, 2100]}}],
+        "max_new_tokens": 64, "requests_per_point": 2, "warmup_requests": 1,
+    }, load_catalog())
+    sweep, _ = create_sweep(spec, owner=operator)
+    page = browser.new_page(viewport={"width": 1400, "height": 900})
+    errors = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    log_in(page, live_server, "olga", "pw-olga-12345")
+    with celery_worker(["host.local-cpu"], tmp_path / "worker.log"):
+        launch_sweep(sweep)
+        page.goto(f"{live_server.url}/sweeps/{sweep.pk}/")
+        page.wait_for_selector("[data-field=sweep-status]:has-text('Done')", timeout=300_000)
+    page.reload()
+    page.wait_for_selector("#comparison-charts[data-ready=true]")
+    decode = page.evaluate(
+        """() => window.sweeplabCharts.decode_tok_s.data.datasets.map(
+               d => ({label: d.label, kind: d.kind, reasons: d.kind === 'marker' ? d.data.map(p => p.reason) : []}))"""
+    )
+    values = [d["label"] for d in decode if d["kind"] != "marker"]
+    assert values == ["autoregressive TP1", "prompt-lookup num_pred_tokens=2 TP1", "prompt-lookup num_pred_tokens=8 TP1"]
+    # The 2100-token point is beyond n_ctx: a skipped marker with its numbers, never a bar.
+    skipped = [r for d in decode if d["kind"] == "marker" for r in d["reasons"]]
+    assert skipped and all("2100 + 64 + 16 > 2048" in r for r in skipped)
+    assert set(Point.objects.filter(run__sweep=sweep).exclude(prompt_tokens=2100).values_list("status", flat=True)) == {"ok"}
+    shot(page, "real-sweep-detail")
+    doc_shot(page, "real-sweep")
+    doc_shot(page.locator(".chart-box[data-chart='decode_tok_s']"), "real-decode-chart")
+    doc_shot(page.locator(".chart-box[data-chart='speedup']"), "real-speedup-chart")
+    assert errors == []
+    assert wait_for(lambda: not (llamacpp_pids() - before), timeout=15)

@@ -1,0 +1,299 @@
+"""The executor against real simengine processes: crashes, faults, caps, quarantine."""
+
+import time
+from io import StringIO
+
+import pytest
+from django.core.management import call_command
+
+from benchmarks.catalog import load_catalog
+from benchmarks.models import LLM, Engine, KnownFailure
+from runs.lifecycle import create_sweep, launch_sweep
+from runs.models import Point, RequestRecord, Run, RunEvent
+from runs.worker.executor import execute_run
+from sweepcore.spec import validate
+from tests.e2e.processes import simengine_pids, wait_for
+
+TIME_SCALE = "0.01"
+
+
+@pytest.fixture
+def catalog(catalog):
+    """The demo catalog, its simulated engine at TIME_SCALE x real time."""
+    engine = Engine.objects.get(name="sglang-sim")
+    engine.argv_template = engine.argv_template + ["--time-scale", TIME_SCALE]
+    engine.readiness_timeout_s = 60
+    engine.save()
+    return engine
+
+
+@pytest.fixture(autouse=True)
+def no_stray_servers():
+    before = simengine_pids()
+    yield
+    assert wait_for(lambda: not (simengine_pids() - before), timeout=10), "a simengine server was left running"
+
+
+def fault_engine(base, *faults, readiness_timeout_s=60):
+    argv = list(base.argv_template)
+    for fault in faults:
+        argv += ["--fault", fault]
+    return Engine.objects.create(
+        name="sim-" + ("-".join(f.replace(":", "") for f in faults) or "plain"),
+        kind="simulated", argv_template=argv, method_args=base.method_args,
+        readiness_timeout_s=readiness_timeout_s,
+    )
+
+
+def spec(engine="sglang-sim", **overrides):
+    data = {
+        "name": "t",
+        "host": "sim-8x-rtxpro6000",
+        "engine": engine,
+        "model": "Qwen/Qwen3.6-27B",
+        "tp": [1],
+        "methods": ["autoregressive"],
+        "workloads": ["fibonacci", {"long-context": {"prompt_tokens": [1000, 2000]}}],
+        "max_new_tokens": 64,
+        "requests_per_point": 2,
+        "warmup_requests": 1,
+        "options": {"stall_timeout_s": 2},
+    }
+    data.update(overrides)
+    return validate(data, load_catalog())
+
+
+def run_inline(the_spec):
+    sweep, _ = create_sweep(the_spec)
+    for run_id in launch_sweep(sweep, enqueue=False):
+        execute_run(run_id, worker_id="test")
+    sweep.refresh_from_db()
+    return sweep
+
+
+def statuses(run):
+    return [p.status for p in run.points.order_by("position")]
+
+
+def events(run):
+    return list(RunEvent.objects.filter(run=run).order_by("at", "id").values_list("kind", flat=True))
+
+
+# --- real servers ---------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_a_healthy_run_measures_every_point_and_stores_its_requests(catalog):
+    sweep = run_inline(spec())
+    run = Run.objects.get(sweep=sweep)
+    assert run.status == "done" and sweep.status == "done"
+    assert statuses(run) == ["ok", "ok", "ok"]
+    assert run.context_length == 32768 and run.kv_capacity_tokens > 20000
+    assert run.engine_version and run.argv[1:3] == ["-m", "simengine"]
+    for point in run.points.all():
+        assert point.completed == 2 and point.failed == 0
+        assert point.total_output_tokens == 128 and point.decode_tok_s > 0
+        assert point.requests.count() == 2
+    long = run.points.get(prompt_tokens=2000)
+    assert long.actual_prompt_tokens == 2000
+    assert set(RequestRecord.objects.filter(point=long).values_list("prompt_tokens", flat=True)) == {2000}
+    assert events(run)[:4] == ["queued", "claimed", "preflight_ok", "launched"]
+    assert {"ready", "warmup_done", "telemetry_unavailable", "finished", "teardown"} <= set(events(run))
+
+
+@pytest.mark.slow
+def test_a_missing_model_path_fails_preflight_naming_the_path(catalog):
+    LLM.objects.create(name="gone", path="/dev/shm/sweeplab-test-missing/Qwen3.6-27B", context_length=32768)
+    sweep = run_inline(spec(model="gone"))
+    run = Run.objects.get(sweep=sweep)
+    assert run.status == "failed" and run.failure_kind == "model_missing"
+    assert "/dev/shm/sweeplab-test-missing/Qwen3.6-27B does not exist" in run.failure_cause
+    assert "reboot" in run.failure_cause
+    assert set(statuses(run)) == {"not_run"}
+    assert "launched" not in events(run)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("fault, kind", [("crash-on-start", None), ("oom-on-start", "cuda_oom")])
+def test_a_server_that_dies_at_start_up_is_crashed_with_its_cause(catalog, fault, kind):
+    fault_engine(catalog, fault)
+    sweep = run_inline(spec(engine=f"sim-{fault}"))
+    run = Run.objects.get(sweep=sweep)
+    assert run.status == "crashed", run.failure_cause
+    if kind:
+        assert run.failure_kind == kind
+    assert run.failure_cause
+    assert set(statuses(run)) == {"not_run"}
+    assert all(p.reason.startswith("server did not start: ") for p in run.points.all())
+
+
+@pytest.mark.slow
+def test_a_crash_after_some_requests_keeps_what_was_measured(catalog):
+    fault_engine(catalog, "crash-after-requests:3")  # warmup + the 2 requests of point 1
+    sweep = run_inline(spec(engine="sim-crash-after-requests3"))
+    run = Run.objects.get(sweep=sweep)
+    assert run.status == "crashed" and run.failure_kind == "cuda_illegal_instruction"
+    assert statuses(run) == ["ok", "crashed", "not_run"]
+    crashed = run.points.get(status="crashed")
+    assert "illegal instruction" in crashed.reason
+    assert crashed.requests.count() == 2  # the evidence is kept
+    assert run.points.get(status="not_run").reason.startswith("server died during long-context 1000 tokens x1: ")
+
+
+@pytest.mark.slow
+def test_a_stream_cut_mid_way_is_a_crash_not_a_slow_result(catalog):
+    fault_engine(catalog, "crash-mid-stream:32")  # warmup asks 16 tokens, points 64
+    sweep = run_inline(spec(engine="sim-crash-mid-stream32"))
+    run = Run.objects.get(sweep=sweep)
+    assert run.status == "crashed"
+    assert statuses(run) == ["crashed", "not_run", "not_run"]
+    first = run.points.order_by("position").first()
+    assert first.decode_tok_s is None or first.status != "ok"
+    assert not Point.objects.filter(run=run, status="ok").exists()
+
+
+@pytest.mark.slow
+def test_a_hung_server_ends_timeout_then_crashed_within_bounds(catalog):
+    fault_engine(catalog, "hang-after-tokens:40")  # warmup 16 tokens, then stalls in point 1
+    started = time.monotonic()
+    # Bounded by the configured timeouts: 2 s without a token, 5 s without a first one.
+    sweep = run_inline(spec(engine="sim-hang-after-tokens40", options={"stall_timeout_s": 2, "first_token_timeout_s": 5}))
+    elapsed = time.monotonic() - started
+    run = Run.objects.get(sweep=sweep)
+    assert statuses(run) == ["timeout", "not_run", "not_run"]
+    assert run.status == "crashed" and run.failure_kind == "hung"
+    assert elapsed < 60
+
+
+@pytest.mark.slow
+def test_slow_start_within_the_readiness_timeout_is_fine(catalog):
+    fault_engine(catalog, "slow-start:200")  # 2 s at this time scale
+    sweep = run_inline(spec(engine="sim-slow-start200", workloads=["fibonacci"]))
+    assert Run.objects.get(sweep=sweep).status == "done"
+
+
+@pytest.mark.slow
+def test_slow_start_beyond_the_readiness_timeout_fails_the_run(catalog):
+    fault_engine(catalog, "slow-start:3000", readiness_timeout_s=3)  # 30 s at this time scale
+    started = time.monotonic()
+    sweep = run_inline(spec(engine="sim-slow-start3000", workloads=["fibonacci"]))
+    run = Run.objects.get(sweep=sweep)
+    assert run.status == "failed" and run.failure_kind == "startup_timeout"
+    assert "readiness timeout of 3s" in run.failure_cause
+    assert time.monotonic() - started < 20
+
+
+@pytest.mark.slow
+def test_a_context_the_server_cannot_hold_is_skipped_before_sending(catalog):
+    # TP1's KV cache holds fewer than 30,000 + 64 + 16 tokens: capped at run time.
+    sweep = run_inline(spec(workloads=[{"long-context": {"prompt_tokens": [30000]}}], tp=[1, 4]))
+    tp1, tp4 = Run.objects.filter(sweep=sweep).order_by("tp")
+    skipped = tp1.points.get()
+    assert skipped.status == "skipped" and "KV capacity" in skipped.reason
+    assert skipped.requests.count() == 0
+    assert tp4.points.get().status == "ok"
+
+
+@pytest.mark.slow
+def test_a_deterministic_crash_quarantines_the_configuration(catalog):
+    the_spec = spec(methods=[{"ddtree": {"budget": [8, 15]}}], workloads=["fibonacci"])
+    sweep = run_inline(the_spec)
+    b8, b15 = Run.objects.filter(sweep=sweep).order_by("position")
+    assert b8.status == "crashed" and b8.failure_kind == "cuda_illegal_instruction"
+    assert b15.status == "done"
+    kf = KnownFailure.objects.get()
+    assert (kf.method, kf.params, kf.tp, kf.compute_capability) == ("ddtree", {"budget": 8, "topk_cap": 8}, 1, "12.0")
+    assert b8.known_failure == kf and "quarantined" in events(b8)
+    again = create_sweep(the_spec)[0]
+    planned = Run.objects.get(sweep=again, params_key='{"budget":8,"topk_cap":8}')
+    assert planned.status == "skipped" and "illegal instruction" in planned.reason
+
+
+@pytest.mark.slow
+def test_a_retry_launches_the_configuration_again_and_keeps_what_it_measured(catalog):
+    fault_engine(catalog, "crash-after-requests:3")
+    sweep = run_inline(spec(engine="sim-crash-after-requests3", options={"retries": 1, "stall_timeout_s": 2}))
+    run = Run.objects.get(sweep=sweep)
+    # Attempt 1 measures point 1 and dies in point 2; attempt 2 (a fresh server) measures
+    # point 2 and dies in point 3.
+    assert statuses(run) == ["ok", "ok", "crashed"]
+    assert events(run).count("launched") == 2 and "retry" in events(run)
+    assert run.status == "crashed" and run.failure_kind == "cuda_illegal_instruction"
+
+
+@pytest.mark.slow
+def test_cancel_stops_the_running_run_at_a_point_boundary(catalog):
+    import threading
+
+    from runs.lifecycle import cancel_sweep, resume_sweep
+
+    engine = Engine.objects.get(name="sglang-sim")
+    engine.argv_template = [a if a != TIME_SCALE else "0.05" for a in engine.argv_template]
+    engine.save()
+    sweep, _ = create_sweep(spec(tp=[1, 4]))
+    first, second = launch_sweep(sweep, enqueue=False)
+
+    def cancel_after_first_point():
+        if wait_for(lambda: Point.objects.filter(run_id=first, status="ok").exists(), timeout=60, interval=0.05):
+            cancel_sweep(sweep)
+
+    canceller = threading.Thread(target=cancel_after_first_point)
+    canceller.start()
+    assert execute_run(first, worker_id="test") == "cancelled"
+    canceller.join()
+    assert execute_run(second, worker_id="test") is None  # a cancelled sweep starts nothing
+    run1, run2 = Run.objects.get(pk=first), Run.objects.get(pk=second)
+    assert run1.status == "cancelled" and run2.status == "cancelled"
+    assert "ok" in statuses(run1) and "planned" in statuses(run1)
+    sweep.refresh_from_db()
+    assert sweep.status == "cancelled"
+
+    # Resume continues: the measured points are kept, the rest measured.
+    kept = {p.pk: p.output_throughput for p in run1.points.filter(status="ok")}
+    for run_id in resume_sweep(sweep, enqueue=False):
+        execute_run(run_id, worker_id="test")
+    sweep.refresh_from_db()
+    assert sweep.status == "done"
+    assert statuses(Run.objects.get(pk=first)) == ["ok", "ok", "ok"]
+    assert {pk: Point.objects.get(pk=pk).output_throughput for pk in kept} == kept
+
+
+@pytest.mark.slow
+def test_sweep_run_inline_prints_the_results_as_json(catalog, tmp_path):
+    import json
+
+    import yaml
+
+    path = tmp_path / "s.yaml"
+    path.write_text(yaml.safe_dump(spec(workloads=["fibonacci"]).to_dict()))
+    out, err = StringIO(), StringIO()
+    call_command("sweep", "run", str(path), "--inline", "--json", stdout=out, stderr=err)
+    data = json.loads(out.getvalue())
+    assert data["status"] == "done" and isinstance(data["sweep"], int)
+    (run,) = data["runs"]
+    assert {k: run[k] for k in ("method", "params", "tp", "status", "failure_kind", "failure_cause")} == {
+        "method": "autoregressive", "params": {}, "tp": 1, "status": "done", "failure_kind": "", "failure_cause": "",
+    }
+    (point,) = run["points"]
+    assert set(point) == {
+        "workload", "prompt_tokens", "concurrency", "status", "reason", "completed", "failed",
+        "output_throughput", "decode_tok_s", "mean_ttft_ms", "median_tpot_ms", "accept_length",
+    }
+    assert point["status"] == "ok" and point["completed"] == 2 and point["decode_tok_s"] > 0
+    assert "run 1/1 autoregressive TP1: done" in err.getvalue()
+    shown = StringIO()
+    call_command("sweep", "show", str(data["sweep"]), "--json", stdout=shown)
+    assert json.loads(shown.getvalue()) == data
+
+
+@pytest.mark.slow
+def test_an_engine_template_that_cannot_be_filled_fails_the_run_without_launching(catalog):
+    Engine.objects.create(
+        name="sim-broken", kind="simulated", argv_template=["{python}", "-m", "simengine", "--model-path", "{nonsense}"],
+        method_args={}, readiness_timeout_s=10,
+    )
+    sweep = run_inline(spec(engine="sim-broken", workloads=["fibonacci"]))
+    run = Run.objects.get(sweep=sweep)
+    assert run.status == "failed" and run.failure_kind == "preflight"
+    assert "{nonsense} is not a known placeholder" in run.failure_cause or "{nonsense} has no value" in run.failure_cause
+    assert "launched" not in events(run)

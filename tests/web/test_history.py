@@ -1,0 +1,311 @@
+"""History: series selection, regression detection, the JSON endpoint and its query count."""
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+from django.urls import reverse
+
+from benchmarks.models import LLM, Engine, Host, Sweep, Workload
+from runs.models import Point, Run
+from runs.results.charts import sweep_charts
+from runs.results.history import METRICS, choices, detect_regressions, series_points
+from sweepcore.plan import canonical_params
+
+T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+
+
+# -- detect_regressions: pure ------------------------------------------------------------
+
+def flagged(values, **kwargs):
+    return [f["index"] for f in detect_regressions(values, **kwargs)]
+
+
+def test_a_clear_drop_is_flagged():
+    values = [100, 101, 99, 100, 102, 70]
+    result = detect_regressions(values)
+    assert [f["index"] for f in result] == [5]
+    assert result[0]["z"] < -3 and result[0]["mean"] == pytest.approx(100.4)
+
+
+def test_noise_is_not_flagged():
+    assert flagged([100, 103, 97, 101, 99, 102, 98, 100, 104, 96]) == []
+
+
+def test_an_improvement_is_not_a_regression():
+    assert flagged([100, 101, 99, 100, 102, 150]) == []
+
+
+def test_lower_is_better_flags_a_rise():
+    latencies = [10.0, 10.2, 9.8, 10.1, 9.9, 14.0]
+    assert flagged(latencies, higher_is_better=False) == [5]
+    assert flagged([10.0, 10.2, 9.8, 10.1, 9.9, 6.0], higher_is_better=False) == []
+    assert flagged(latencies, higher_is_better=True) == []
+
+
+def test_excluded_points_are_ignored_and_never_flagged():
+    values = [{"value": 100}, {"value": 101}, {"value": 10, "excluded": True}, {"value": 99},
+              {"value": 100}, {"value": 100.5}]
+    assert flagged(values) == []  # the excluded 10 is neither flagged nor in the history
+    # The history is the excluded-free points: a drop after them is still judged on them.
+    values.append({"value": 60})
+    assert flagged(values) == [6]
+    # An excluded drop is never flagged.
+    assert flagged([100, 101, 99, 100, {"value": 1, "excluded": True}]) == []
+
+
+def test_fewer_than_min_history_is_not_flagged():
+    assert flagged([100, 101, 10]) == []
+    assert flagged([100, {"value": 100, "excluded": True}, 101, 10]) == []
+    assert flagged([100, 101, 99, 10]) == [3]
+
+
+def test_zero_std_uses_a_relative_change():
+    assert flagged([100, 100, 100, 96]) == []  # -4 %
+    result = detect_regressions([100, 100, 100, 94])  # -6 %
+    assert [f["index"] for f in result] == [3] and result[0]["z"] is None
+    assert result[0]["change"] == pytest.approx(-0.06)
+    assert flagged([10, 10, 10, 10.6], higher_is_better=False) == [3]
+    assert flagged([0, 0, 0, -5]) == []
+
+
+def test_window_limits_the_history():
+    # An old, noisy past falls out of a window of 3: the recent flat history flags the drop.
+    values = [50, 150, 50, 150, 100, 100, 100, 90]
+    assert flagged(values, window=3) == [7]
+    assert 7 not in flagged(values, window=8)
+
+
+def test_bad_arguments_raise():
+    with pytest.raises(ValueError):
+        detect_regressions([1, 2, 3], threshold=0)
+
+
+# -- Series selection and the endpoint ----------------------------------------------------
+
+def make_sweep(name, host="sim-8x-rtxpro6000", engine="sglang-sim", llm="Qwen/Qwen3.6-27B"):
+    return Sweep.objects.create(
+        name=name, spec={"name": name}, host=Host.objects.get(name=host),
+        engine=Engine.objects.get(name=engine), llm=LLM.objects.get(name=llm),
+    )
+
+
+def add_point(sweep, at, value, method="ddtree", params=None, tp=4, workload="long-context",
+              prompt_tokens=3000, concurrency=1, status="ok", excluded=False, run_excluded=False,
+              engine_version="0.5.1", position=0, **metrics):
+    params = {"budget": 15, "topk_cap": 8} if params is None else params
+    run, _ = Run.objects.get_or_create(
+        sweep=sweep, method=method, params_key=canonical_params(params), tp=tp, attempt=1,
+        defaults={"position": Run.objects.filter(sweep=sweep).count(), "params": params, "status": "done",
+                  "engine_version": engine_version, "excluded": run_excluded,
+                  "exclude_reason": "bad driver" if run_excluded else ""},
+    )
+    return Point.objects.create(
+        run=run, position=Point.objects.filter(run=run).count(), workload=Workload.objects.get(name=workload),
+        prompt_tokens=prompt_tokens, max_new_tokens=256, concurrency=concurrency, status=status,
+        finished_at=at, excluded=excluded, exclude_reason="thermal throttling" if excluded else "",
+        decode_tok_s=value if status == "ok" else None,
+        median_tpot_ms=1000 / value if status == "ok" and value else None, **metrics,
+    )
+
+
+SERIES = {
+    "model": "Qwen/Qwen3.6-27B", "engine": "sglang-sim", "method": "ddtree",
+    "params": '{"budget":15,"topk_cap":8}', "tp": 4, "workload": "long-context",
+    "prompt_tokens": 3000, "concurrency": 1, "gpu": None,
+}
+
+
+@pytest.fixture
+def series(catalog):
+    gpu = Host.objects.get(name="sim-8x-rtxpro6000").gpu_model
+    values = [100, 101, 99, 100, 60, 100]
+    # Created out of time order: the series must come back sorted by finished_at.
+    sweeps = []
+    for i in (3, 0, 5, 1, 4, 2):
+        sweep = make_sweep(f"hist-{i}")
+        sweeps.append(sweep)
+        add_point(sweep, T0 + timedelta(days=i), values[i])
+        # Noise from other series in the same sweeps.
+        add_point(sweep, T0 + timedelta(days=i), 5.0, prompt_tokens=8000)
+        add_point(sweep, T0 + timedelta(days=i), 6.0, tp=1)
+        add_point(sweep, T0 + timedelta(days=i), 7.0, concurrency=4)
+        add_point(sweep, T0 + timedelta(days=i), 8.0, method="dflash", params={"block_size": 16})
+        add_point(sweep, T0 + timedelta(days=i), None, prompt_tokens=16000, status="crashed")
+    # Same configuration, another model / another GPU: other series.
+    add_point(make_sweep("other-model", llm="SmolLM2-135M-Instruct"), T0 + timedelta(days=2, hours=1), 9.0)
+    add_point(make_sweep("other-gpu", host="local-cpu"), T0 + timedelta(days=2, hours=2), 9.5)
+    excluded_sweep = make_sweep("hist-excluded")
+    add_point(excluded_sweep, T0 + timedelta(days=3, hours=12), 10.0, excluded=True)
+    return {**SERIES, "gpu": gpu}
+
+
+def test_series_points_selects_one_series_in_time_order(series):
+    rows = series_points(series, "decode_tok_s")
+    assert [r["value"] for r in rows] == [100, 101, 99, 100, 10.0, 60, 100]
+    assert [r["finished_at"] for r in rows] == sorted(r["finished_at"] for r in rows)
+    assert [r["sweep_name"] for r in rows][:2] == ["hist-0", "hist-1"]
+    excluded = [r for r in rows if r["excluded"]]
+    assert len(excluded) == 1 and excluded[0]["exclude_reason"] == "thermal throttling"
+    assert set(rows[0]) >= {"value", "finished_at", "sweep_id", "sweep_name", "run_id", "engine_version",
+                            "excluded", "exclude_reason"}
+    assert rows[0]["engine_version"] == "0.5.1"
+
+
+def test_series_points_rejects_unknown_metrics(series):
+    with pytest.raises(ValueError, match="unknown metric"):
+        series_points(series, "reason")
+    assert "decode_tok_s" in METRICS and "p99_itl_ms" in METRICS and "request_rate" not in METRICS
+
+
+def test_a_run_exclusion_excludes_its_points(catalog):
+    sweep = make_sweep("run-excluded")
+    gpu = Host.objects.get(name="sim-8x-rtxpro6000").gpu_model
+    add_point(sweep, T0, 100.0, run_excluded=True)
+    rows = series_points({**SERIES, "gpu": gpu}, "decode_tok_s")
+    assert rows[0]["excluded"] and rows[0]["exclude_reason"] == "bad driver"
+
+
+def test_choices_list_every_dimension(series):
+    c = choices()
+    assert "Qwen/Qwen3.6-27B" in c["model"] and "sglang-sim" in c["engine"]
+    assert {"method": "ddtree", "params": '{"budget":15,"topk_cap":8}',
+            "label": 'ddtree {"budget":15,"topk_cap":8}'} in c["config"]
+    assert c["tp"] == [1, 4] and 3000 in c["prompt_tokens"] and c["concurrency"] == [1, 4]
+    assert series["gpu"] in c["gpu"]
+
+
+def query(series, **extra):
+    params = {**series, **extra}
+    return {k: v for k, v in params.items() if v is not None}
+
+
+def test_history_json_shape_and_regressions(series, viewer, client):
+    client.force_login(viewer)
+    response = client.get(reverse("history-data"), query(series))
+    assert response.status_code == 200, response.content
+    data = response.json()
+    # The label and unit the comparison charts give the same metric.
+    assert data["metric"] == {"name": "decode_tok_s", "label": "decode speed (tok/s)", "higher_is_better": True}
+    assert data["method"]["name"] == "trailing-window z-score"
+    assert (data["method"]["window"], data["method"]["threshold"], data["method"]["min_history"]) == (5, 3.0, 3)
+    assert [p["y"] for p in data["points"]] == [100, 101, 99, 100, 60, 100]  # excluded hidden
+    assert not any(p["excluded"] for p in data["points"])
+    first = data["points"][0]
+    assert first["x"] == T0.isoformat() and first["sweep_name"] == "hist-0" and first["engine_version"] == "0.5.1"
+    assert [r["y"] for r in data["regressions"]] == [60]
+    assert data["regressions"][0]["z"] < -3 and data["regressions"][0]["sweep_name"] == "hist-4"
+    assert data["counts"] == {"points": 7, "excluded": 1, "regressions": 1}
+
+
+def test_history_json_show_excluded(series, viewer, client):
+    client.force_login(viewer)
+    data = client.get(reverse("history-data"), query(series, show_excluded=1)).json()
+    assert [p["y"] for p in data["points"]] == [100, 101, 99, 100, 10.0, 60, 100]
+    excluded = [p for p in data["points"] if p["excluded"]]
+    assert len(excluded) == 1 and excluded[0]["exclude_reason"] == "thermal throttling"
+    assert not excluded[0]["regression"]
+    assert data["show_excluded"] is True
+
+
+def test_history_json_lower_is_better_metric(series, viewer, client):
+    client.force_login(viewer)
+    data = client.get(reverse("history-data"), query(series, metric="median_tpot_ms")).json()
+    assert data["metric"]["higher_is_better"] is False and data["metric"]["label"] == "median TPOT (ms)"
+    assert [r["y"] for r in data["regressions"]] == [pytest.approx(1000 / 60)]
+
+
+def test_it_labels_every_history_metric_with_its_unit_as_the_charts_do(series):
+    labels = {m["name"]: m["label"] for m in choices()["metric"]}
+    assert set(labels) == set(METRICS)
+    assert labels["output_throughput"] == "output throughput (tok/s)"
+    assert labels["total_token_throughput"] == "total token throughput (tok/s)"
+    assert labels["request_throughput"] == "request throughput (req/s)"
+    assert labels["duration"] == "duration (s)" and labels["p99_e2el_ms"] == "p99 E2EL (ms)"
+    assert labels["accept_length"] == "mean accept length (tokens)"
+    sweep = Sweep.objects.order_by("pk").first()
+    charts = {chart["id"]: chart["y"]["label"] for chart in sweep_charts(sweep.pk)["charts"]}
+    assert charts["decode_tok_s"] == labels["decode_tok_s"] == "decode speed (tok/s)"
+
+
+def test_history_json_config_parameter(series, viewer, client):
+    client.force_login(viewer)
+    params = query(series)
+    params["config"] = f"{params.pop('method')}:{params.pop('params')}"
+    data = client.get(reverse("history-data"), params).json()
+    assert len(data["points"]) == 6
+
+
+@pytest.mark.parametrize("bad", [
+    {"metric": "reason"}, {"metric": "decode_tok_s;drop"}, {"tp": "four"}, {"tp": "0"},
+    {"threshold": "abc"}, {"threshold": "-1"}, {"threshold": "nan"}, {"window": "1"}, {"window": "x"},
+    {"concurrency": ""}, {"model": ""}, {"prompt_tokens": "-3"},
+])
+def test_history_json_bad_parameters_are_400(series, viewer, client, bad):
+    client.force_login(viewer)
+    response = client.get(reverse("history-data"), {**query(series), **bad})
+    assert response.status_code == 400
+    assert response.json()["error"]
+
+
+def test_history_requires_login(series, client):
+    for name in ("history", "history-data"):
+        response = client.get(reverse(name), query(series))
+        assert response.status_code == 302
+        assert response["Location"].startswith(reverse("login") + "?next=")
+
+
+def test_history_page_renders(series, viewer, client):
+    client.force_login(viewer)
+    response = client.get(reverse("history"))
+    assert response.status_code == 200 and b"Choose a model" in response.content
+    response = client.get(reverse("history"), query(series))
+    body = response.content.decode()
+    assert response.status_code == 200 and 'id="history-chart"' in body and "js/history.js" in body
+    assert 'selected>ddtree {&quot;budget&quot;:15,&quot;topk_cap&quot;:8}' in body
+    assert client.get(reverse("history"), {"metric": "nope"}).status_code == 400
+    assert b'href="/history/"' in client.get(reverse("sweep-list")).content
+
+
+@pytest.mark.parametrize("n", [3, 12])
+def test_history_json_query_count_is_constant(catalog, viewer, client, django_assert_max_num_queries, n):
+    gpu = Host.objects.get(name="sim-8x-rtxpro6000").gpu_model
+    for i in range(n):
+        add_point(make_sweep(f"q-{i}"), T0 + timedelta(days=i), 100.0 + i % 2)
+    client.force_login(viewer)
+    with django_assert_max_num_queries(4):  # session, user, the series, its curation notes
+        response = client.get(reverse("history-data"), query({**SERIES, "gpu": gpu}))
+    assert response.status_code == 200 and len(response.json()["points"]) == n
+
+
+def test_history_tooltips_carry_the_curation_of_each_point(series, viewer, curator, client):
+    from runs import curation
+
+    target = Point.objects.get(run__sweep__name="hist-4", prompt_tokens=3000, run__tp=4, concurrency=1,
+                               run__method="ddtree")
+    curation.exclude(Point.objects.filter(pk=target.pk), curator, "a noisy neighbour on the host")
+    curation.mark_baseline(Point.objects.filter(run__sweep__name="hist-0", prompt_tokens=3000, run__tp=4,
+                                                concurrency=1, run__method="ddtree"), curator)
+    client.force_login(viewer)
+    data = client.get(reverse("history-data"), query(series, show_excluded=1)).json()
+    (excluded,) = [p for p in data["points"] if p["point"] == target.pk]
+    assert excluded["excluded"] and excluded["exclude_reason"] == "a noisy neighbour on the host"
+    assert excluded["curation"] == [
+        f"Excluded from charts and history by cora on {datetime.now(timezone.utc):%Y-%m-%d}: a noisy neighbour on the host"]
+    assert data["points"][0]["baseline"] and data["points"][0]["curation"][0].startswith("Marked as the baseline")
+    # Hidden by default, and the drop it had is no longer flagged.
+    default = client.get(reverse("history-data"), query(series)).json()
+    assert target.pk not in [p["point"] for p in default["points"]] and default["regressions"] == []
+
+
+def test_a_series_exports_its_points_and_requests(series, viewer, client):
+    client.force_login(viewer)
+    page = client.get(reverse("history"), query(series)).content.decode()
+    assert reverse("history-export", args=["points.csv"]) in page
+    data = client.get(reverse("history-export", args=["points.json"]), query(series)).json()
+    assert data["metric"] == "decode_tok_s" and len(data["points"]) == 7
+    assert sorted(p["decode_tok_s"] for p in data["points"]) == [10.0, 60, 99, 100, 100, 100, 101]
+    assert [p["excluded"] for p in data["points"]].count(True) == 1
+    csv_rows = b"".join(client.get(reverse("history-export", args=["points.csv"]), query(series)).streaming_content)
+    assert len(csv_rows.decode().strip().splitlines()) == 1 + 7
+    bad = client.get(reverse("history-export", args=["points.json"]), query(series, tp="four"))
+    assert bad.status_code == 400 and "tp" in bad.json()["error"]

@@ -1,0 +1,542 @@
+"""Importers of vLLM / SGLang result files: the pure parsers on real-shaped samples (written
+from the fields the tools' sources write, see sweepcore/importers/), detection, malformed files,
+the database import, idempotence, the command, and imported points in history and charts."""
+
+import json
+from datetime import timedelta
+from io import StringIO
+from pathlib import Path
+
+import pytest
+from django.contrib.auth.models import User
+from django.core.management import CommandError, call_command
+from django.urls import reverse
+from django.utils import timezone
+
+from benchmarks.models import LLM, Engine, Host, Sweep, SweepSource, Workload
+from runs.imports import CatalogError, import_file
+from runs.models import Point, RequestRecord, Run
+from runs.results.charts import sweep_charts
+from runs.results.history import series_points
+from sweepcore import importers
+from sweepcore.importers import ImportFileError, ImportRefused
+from sweepcore.plan import canonical_params
+
+DATA = Path(__file__).resolve().parents[1] / "data" / "imports"
+VLLM_FILE = DATA / "vllm-serve-detailed.json"
+SGLANG_FILE = DATA / "sglang-bench-serving.jsonl"
+ONE_BATCH_FILE = DATA / "sglang-one-batch.jsonl"
+
+
+def text(path):
+    return path.read_text()
+
+
+def parse(path, fmt=None, name=None):
+    return importers.parse(name or path.name, text(path), fmt)
+
+
+# -- Detection ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path, fmt", [
+    (VLLM_FILE, "vllm"), (SGLANG_FILE, "sglang"), (ONE_BATCH_FILE, "sglang-one-batch"),
+])
+def test_the_format_is_detected_from_the_fields(path, fmt):
+    assert importers.detect_format(path.name, text(path)) == fmt
+    # The name does not matter: the fields do.
+    assert importers.detect_format("results.txt", text(path)) == fmt
+
+
+def test_a_file_of_no_known_format_is_refused_listing_the_formats():
+    with pytest.raises(ImportFileError) as exc:
+        importers.detect_format("other.json", json.dumps({"hello": 1, "world": [2]}))
+    message = str(exc.value)
+    assert message.startswith("other.json: not a result file of a known format")
+    for fmt in importers.FORMATS:
+        assert fmt in message
+    with pytest.raises(ImportFileError, match="known formats: vllm, sglang, sglang-one-batch"):
+        importers.parse("x.json", text(VLLM_FILE), "guidellm")
+
+
+def test_a_pretty_printed_vllm_document_is_read_too():
+    pretty = json.dumps(json.loads(text(VLLM_FILE)), indent=2)
+    assert importers.detect_format("r.json", pretty) == "vllm"
+    assert importers.parse("r.json", pretty).points[0].metrics["completed"] == 4
+
+
+# -- vLLM -----------------------------------------------------------------------------------
+
+
+def test_vllm_fields_map_to_ours():
+    result = parse(VLLM_FILE)
+    raw = json.loads(text(VLLM_FILE))
+    assert result.format == "vllm" and len(result.points) == 1
+    p = result.points[0]
+    m = p.metrics
+    assert m["completed"] == 4 and m["failed"] == 1
+    assert m["total_token_throughput"] == raw["total_token_throughput"]
+    assert m["output_throughput"] == raw["output_throughput"]
+    for stat in ("mean", "median", "std", "p99"):
+        assert m[f"{stat}_e2el_ms"] == raw[f"{stat}_e2el_ms"]
+        assert m[f"{stat}_ttft_ms"] == raw[f"{stat}_ttft_ms"]
+    assert m["p99_tpot_ms"] == raw["p99_tpot_ms"] and m["p99_itl_ms"] == raw["p99_itl_ms"]
+    assert m["max_output_tokens_per_s"] == 96.0
+    # Spec decode: the acceptance length is ours, the rest is kept, the run is speculative.
+    assert m["accept_length"] == 2.84
+    assert p.method == "speculative" and p.params == {}
+    assert p.extra["spec_decode_num_drafts"] == 23
+    assert p.extra["spec_decode_acceptance_rate"] == 61.25
+    assert p.extra["spec_decode_per_position_acceptance_rates"] == [0.826, 0.609, 0.391]
+    # Unmapped fields are kept under their own names; the arrays became request records.
+    assert p.extra["burstiness"] == 1.0 and p.extra["p99_client_queue_time_ms"] == 450.7
+    assert p.extra["tokenizer_id"] == "Qwen/Qwen3.6-27B"
+    assert "ttfts" not in p.extra and "generated_texts" not in p.extra
+    # Settings: closed loop at max_concurrency, the random dataset's exact prompt length.
+    assert (p.workload, p.workload_kind, p.prompt_tokens, p.concurrency) == ("random", "synthetic", 1024, 2)
+    assert p.request_rate is None and p.max_new_tokens == 16
+    assert p.model == "Qwen/Qwen3.6-27B" and p.engine_kind == "vllm" and p.tp is None
+    assert p.measured_at.isoformat() == "2026-01-15T09:30:12+00:00"
+
+
+def test_vllm_detailed_arrays_become_request_records():
+    p = parse(VLLM_FILE).points[0]
+    raw = json.loads(text(VLLM_FILE))
+    assert len(p.requests) == 5
+    first = p.requests[0]
+    assert first.send_time == raw["start_times"][0]
+    assert first.prompt_tokens == 1024 and first.output_tokens == 16
+    assert first.chunk_offsets[0] == pytest.approx(raw["ttfts"][0])
+    assert first.chunk_offsets[-1] == pytest.approx(raw["ttfts"][0] + sum(raw["itls"][0]))
+    assert first.chunk_tokens == [1] * 16 and first.error_kind == ""
+    failed = p.requests[3]
+    assert failed.error_kind == "imported_error" and "maximum context length" in failed.error
+    assert failed.output_tokens == 0 and failed.chunk_offsets == []
+    # decode_tok_s, which no file has, comes from the records with sweepcore.metrics.
+    assert p.metrics["decode_tok_s"] == pytest.approx(
+        sum(15 / sum(raw["itls"][i]) for i in (0, 1, 2, 4)) / 4)
+    assert p.extra["computed_from_requests"] == ["decode_tok_s"]
+
+
+def test_vllm_without_details_or_dataset_name():
+    raw = json.loads(text(VLLM_FILE))
+    for name in ("input_lens", "output_lens", "ttfts", "itls", "start_times", "generated_texts", "errors",
+                 "dataset_name"):
+        raw.pop(name)
+    raw["request_rate"] = 4.0
+    raw["max_concurrency"] = None
+    p = importers.parse("plain.json", json.dumps(raw)).points[0]
+    assert p.requests == [] and "decode_tok_s" not in p.metrics
+    assert p.workload == "unspecified" and p.workload_kind == "dataset" and p.prompt_tokens is None
+    # Open loop: the rate is a setting of the point and of its run's parameters.
+    assert p.request_rate == 4.0 and p.params == {"request_rate": 4.0}
+    assert p.concurrency == 5 and p.extra["concurrency_unbounded"] is True
+    assert p.max_new_tokens == 16  # total_output_tokens / completed
+
+
+def test_vllm_append_result_holds_one_run_per_line():
+    raw = json.loads(text(VLLM_FILE))
+    second = dict(raw, max_concurrency=4)
+    body = json.dumps(raw) + "\n" + json.dumps(second) + "\n"
+    result = importers.parse("appended.json", body)
+    assert [p.concurrency for p in result.points] == [2, 4] and [p.line for p in result.points] == [1, 2]
+
+
+# -- SGLang bench_serving -------------------------------------------------------------------
+
+
+def test_sglang_bench_serving_fields_map_to_ours():
+    result = parse(SGLANG_FILE)
+    assert result.format == "sglang" and len(result.points) == 3
+    lines = [json.loads(line) for line in text(SGLANG_FILE).splitlines()]
+    for p, raw in zip(result.points, lines):
+        m = p.metrics
+        assert m["total_token_throughput"] == raw["total_throughput"]
+        for stat in ("mean", "median", "std", "p90", "p99"):
+            assert m[f"{stat}_e2el_ms"] == raw[f"{stat}_e2e_latency_ms"]
+        assert m["p99_ttft_ms"] == raw["p99_ttft_ms"] and m["p99_itl_ms"] == raw["p99_itl_ms"]
+        assert m["accept_length"] == 3.41
+        assert "server-wide" in p.extra["accept_length_source"]
+        assert p.extra["p95_itl_ms"] == raw["p95_itl_ms"]
+        assert p.extra["concurrency"] == raw["concurrency"]
+        assert p.extra["total_output_tokens_retokenized"] == raw["total_output_tokens_retokenized"]
+        assert m.get("failed") is None  # bench_serving does not count failures without details
+        # server_info: TP and the speculative method and its parameters.
+        assert p.tp == 4 and p.method == "ddtree"
+        assert p.server_info["speculative_algorithm"] == "DDTREE"
+        assert p.model == "Qwen/Qwen3.6-27B" and p.engine_kind == "sglang" and p.engine_version == "0.5.6"
+        assert (p.workload, p.prompt_tokens, p.max_new_tokens) == ("random", 2000, 256)
+    first, second, third = result.points
+    assert [p.line for p in result.points] == [1, 2, 3]
+    assert (first.concurrency, first.request_rate, first.params) == (1, None, {"budget": 15, "topk_cap": 8})
+    assert (second.concurrency, second.request_rate) == (4, None)
+    assert third.request_rate == 8.0 and third.params == {"budget": 15, "topk_cap": 8, "request_rate": 8.0}
+    assert third.concurrency == 200 and third.extra["concurrency_unbounded"] is True
+
+
+def test_sglang_output_details_become_request_records():
+    raw = json.loads(text(SGLANG_FILE).splitlines()[0])
+    raw.update(completed=2, input_lens=[2000, 2000, 2000], output_lens=[4, 4, 0],
+               ttfts=[0.09, 0.1, 0.0], itls=[[0.007, 0.007, 0.008], [0.007, 0.006, 0.007], []],
+               generated_texts=["a", "b", ""], errors=["", "", "Connection reset by peer"])
+    p = importers.parse("d.jsonl", json.dumps(raw) + "\n").points[0]
+    assert len(p.requests) == 3 and p.metrics["failed"] == 1
+    assert p.requests[2].error == "Connection reset by peer" and p.requests[0].send_time is None
+    assert p.requests[0].chunk_offsets == pytest.approx([0.09, 0.097, 0.104, 0.112])
+
+
+# -- SGLang bench_one_batch_server ----------------------------------------------------------
+
+
+def test_sglang_one_batch_fields_map_to_ours():
+    result = parse(ONE_BATCH_FILE)
+    assert result.format == "sglang-one-batch" and len(result.points) == 3
+    one, eight, big = result.points
+    assert [p.concurrency for p in result.points] == [1, 8, 32]
+    assert all((p.workload, p.prompt_tokens, p.max_new_tokens) == ("random", 1024, 32) for p in result.points)
+    assert eight.metrics["completed"] == 8 and eight.metrics["failed"] == 0
+    assert eight.metrics["duration"] == 3.0517
+    assert eight.metrics["total_token_throughput"] == 2768.29  # overall_throughput
+    assert eight.metrics["output_throughput"] == pytest.approx(8 * 32 / 3.0517)  # ours: over the latency
+    assert eight.extra["output_throughput"] == 118.98  # SGLang's own is kept
+    assert eight.metrics["server_decode_tok_s"] == pytest.approx(180.9 / 8)
+    assert eight.extra["last_gen_throughput"] == 180.9 and eight.extra["run_name"] == "qwen27b-tp1"
+    assert "mean_ttft_ms" not in eight.metrics  # the last request's TTFT is no batch statistic
+    # Batch size 1 with a ttft: that one request's statistics.
+    assert one.metrics["mean_ttft_ms"] == pytest.approx(891.3) and one.metrics["p99_e2el_ms"] == pytest.approx(2134.2)
+    assert one.metrics["decode_tok_s"] == pytest.approx(31 / (2.1342 - 0.8913))
+    assert one.method == "autoregressive" and one.tp is None and one.model is None
+
+
+def test_one_batch_acc_length_marks_speculation():
+    line = json.loads(text(ONE_BATCH_FILE).splitlines()[1])
+    line["acc_length"] = 3.2
+    p = importers.parse("o.jsonl", json.dumps(line)).points[0]
+    assert p.metrics["accept_length"] == 3.2 and p.method == "speculative"
+
+
+# -- Malformed files ------------------------------------------------------------------------
+
+
+def test_invalid_json_names_the_line_and_column():
+    lines = text(SGLANG_FILE).splitlines()
+    lines[1] = lines[1].replace('"completed": ', '"completed": ,')
+    with pytest.raises(ImportFileError) as exc:
+        importers.parse("results.jsonl", "\n".join(lines))
+    assert str(exc.value).startswith("results.jsonl line 2 column ")
+    assert "invalid JSON" in str(exc.value)
+    with pytest.raises(ImportFileError, match=r"^r\.json line 3 column \d+: invalid JSON"):
+        importers.parse("r.json", '{\n  "completed": 1,\n  "duration": ,\n}')
+
+
+def test_a_wrong_type_names_the_line_and_field():
+    lines = text(SGLANG_FILE).splitlines()
+    raw = json.loads(lines[2])
+    raw["mean_ttft_ms"] = "fast"
+    lines[2] = json.dumps(raw)
+    with pytest.raises(ImportFileError) as exc:
+        importers.parse("results.jsonl", "\n".join(lines))
+    assert str(exc.value) == "results.jsonl line 3: field 'mean_ttft_ms': expected a number, got \"fast\""
+
+
+def test_a_wrong_item_of_a_detailed_array_names_its_index():
+    raw = json.loads(text(VLLM_FILE))
+    raw["ttfts"][2] = "slow"
+    with pytest.raises(ImportFileError) as exc:
+        importers.parse("result.json", json.dumps(raw))
+    assert str(exc.value) == "result.json: field 'ttfts[2]': expected a number >= 0, got \"slow\""
+    raw = json.loads(text(VLLM_FILE))
+    raw["itls"] = raw["itls"][:4]
+    with pytest.raises(ImportFileError, match=r"field 'itls': expected 5 items \(one per request\), got 4"):
+        importers.parse("result.json", json.dumps(raw))
+
+
+@pytest.mark.parametrize("path, field, fmt", [
+    (VLLM_FILE, "completed", "vllm"),
+    (SGLANG_FILE, "duration", "sglang"),
+    (ONE_BATCH_FILE, "latency", "sglang-one-batch"),
+])
+def test_a_missing_required_field_is_named(path, field, fmt):
+    lines = text(path).splitlines()
+    raw = json.loads(lines[-1])
+    raw.pop(field)
+    lines[-1] = json.dumps(raw)
+    with pytest.raises(ImportFileError) as exc:
+        importers.parse(path.name, "\n".join(lines), fmt)
+    where = f"{path.name} line {len(lines)}" if len(lines) > 1 or path.suffix == ".jsonl" else path.name
+    assert str(exc.value) == f"{where}: field {field!r}: missing (a number is required)" or \
+        str(exc.value) == f"{where}: field {field!r}: missing (an integer is required)"
+
+
+def test_other_malformed_cases():
+    with pytest.raises(ImportFileError, match="the file is empty"):
+        importers.parse("e.jsonl", "\n\n")
+    with pytest.raises(ImportFileError, match=r"^a\.jsonl line 2: expected a JSON object, got a list of 2"):
+        importers.parse("a.jsonl", text(ONE_BATCH_FILE).splitlines()[0] + "\n[1, 2]\n", "sglang-one-batch")
+    with pytest.raises(ImportFileError, match="not UTF-8 text"):
+        importers.decode("b.json", b"\xff\xfe{")
+    with pytest.raises(ImportFileError, match=r"field 'batch_size': expected an integer >= 1, got 0"):
+        line = json.loads(text(ONE_BATCH_FILE).splitlines()[0])
+        importers.parse("c.jsonl", json.dumps(dict(line, batch_size=0)))
+    with pytest.raises(ImportFileError, match=r"field 'request_rate': expected a number or \"inf\", got true"):
+        importers.parse("d.json", json.dumps(dict(json.loads(text(VLLM_FILE)), request_rate=True)))
+
+
+# -- The database import --------------------------------------------------------------------
+
+
+@pytest.fixture
+def catalog(catalog):
+    """The demo catalog and an H200 host with an SGLang and a vLLM engine."""
+    Host.objects.create(name="h200-box", gpu_model="NVIDIA H200", gpu_count=8, compute_capability="9.0")
+    Engine.objects.create(name="sglang-h200", kind="sglang", argv_template=["python", "-m", "sglang.launch_server"])
+    Engine.objects.create(name="vllm-h200", kind="vllm", argv_template=["vllm", "serve", "{model_path}"])
+
+
+def counts():
+    return (Sweep.objects.count(), Run.objects.count(), Point.objects.count(), RequestRecord.objects.count(),
+            Workload.objects.count(), Engine.objects.count())
+
+
+def test_a_vllm_file_is_stored_as_an_imported_sweep(catalog):
+    user = User.objects.create_user("importer")
+    result = import_file(VLLM_FILE.name, VLLM_FILE.read_bytes(), host="h200-box", user=user)
+    assert result.created and result.points == 1 and result.requests == 5
+    assert result.message == (f"Imported {VLLM_FILE.name} (vllm) as sweep #{result.sweep.pk}: "
+                              "1 point, 5 request records")
+    sweep = Sweep.objects.get(pk=result.sweep.pk)
+    assert sweep.source == SweepSource.IMPORTED and sweep.is_imported and sweep.status == "done"
+    assert sweep.import_filename == VLLM_FILE.name and sweep.import_format == "vllm"
+    assert len(sweep.import_sha256) == 64 and sweep.owner == user
+    assert (sweep.host.name, sweep.engine.name, sweep.llm.name) == ("h200-box", "vllm-h200", "Qwen/Qwen3.6-27B")
+    assert sweep.spec["imported"]["sha256"] == sweep.import_sha256
+    run = sweep.runs.get()
+    assert (run.method, run.params, run.tp, run.status) == ("speculative", {}, 1, "done")
+    point = run.points.get()
+    assert point.status == "ok" and point.completed == 4 and point.failed == 1
+    assert point.accept_length == 2.84 and point.workload.name == "random" and point.workload.kind == "synthetic"
+    assert point.prompt_tokens == 1024 and point.concurrency == 2
+    assert point.finished_at.isoformat() == "2026-01-15T09:30:12+00:00"
+    assert point.extra["spec_decode_num_drafts"] == 23 and point.extra["import"]["format"] == "vllm"
+    assert point.errors == {"imported_error": {"count": 1, "example": point.requests.get(index=3).error}}
+    records = list(point.requests.order_by("index"))
+    assert [r.output_tokens for r in records] == [16, 16, 16, 0, 16]
+    assert records[0].send_time == json.loads(text(VLLM_FILE))["start_times"][0]
+
+
+def test_importing_the_same_file_twice_stores_nothing_new(catalog):
+    first = import_file(SGLANG_FILE.name, SGLANG_FILE.read_bytes(), host="h200-box")
+    before = counts()
+    second = import_file("renamed.jsonl", SGLANG_FILE.read_bytes())  # no --host needed: it is known
+    assert not second.created and second.sweep.pk == first.sweep.pk
+    assert counts() == before
+    assert second.message == f"{SGLANG_FILE.name}: already imported as sweep #{first.sweep.pk}; nothing stored"
+    assert (second.points, second.requests) == (3, 0)
+
+
+def test_sglang_lines_become_runs_and_points(catalog):
+    result = import_file(SGLANG_FILE.name, SGLANG_FILE.read_bytes(), host="h200-box")
+    sweep = result.sweep
+    assert sweep.engine.name == "sglang-h200"
+    runs = list(sweep.runs.order_by("position"))
+    assert [(r.method, r.params, r.tp) for r in runs] == [
+        ("ddtree", {"budget": 15, "topk_cap": 8}, 4),
+        ("ddtree", {"budget": 15, "topk_cap": 8, "request_rate": 8.0}, 4),
+    ]
+    assert runs[0].engine_version == "0.5.6" and runs[0].server_info["tp_size"] == 4
+    assert [p.concurrency for p in runs[0].points.order_by("position")] == [1, 4]
+    assert runs[1].points.get().request_rate == 8.0
+
+
+def test_a_point_measured_twice_goes_to_a_second_attempt(catalog):
+    line = text(ONE_BATCH_FILE).splitlines()[1]
+    body = (line + "\n" + line.replace("3.0517", "3.1")).encode()
+    result = import_file("twice.jsonl", body, host="h200-box", model="Qwen/Qwen3.6-27B")
+    runs = list(result.sweep.runs.order_by("attempt"))
+    assert [r.attempt for r in runs] == [1, 2] and runs[1].retry_of == runs[0]
+    assert runs[1].points.get().duration == 3.1
+
+
+def test_host_model_and_engine_come_from_the_options_or_are_refused(catalog):
+    data = ONE_BATCH_FILE.read_bytes()
+    with pytest.raises(CatalogError) as exc:
+        import_file(ONE_BATCH_FILE.name, data, model="Qwen/Qwen3.6-27B")
+    assert "pass --host NAME (known hosts: h200-box, local-cpu, sim-8x-rtxpro6000)" in str(exc.value)
+    with pytest.raises(CatalogError, match="--host: no host named 'nope'"):
+        import_file(ONE_BATCH_FILE.name, data, host="nope", model="Qwen/Qwen3.6-27B")
+    with pytest.raises(CatalogError, match=r"does not name its model: pass --model NAME \(known models: "):
+        import_file(ONE_BATCH_FILE.name, data, host="h200-box")
+    with pytest.raises(CatalogError, match="'Llama-9' is not in the catalog"):
+        import_file(ONE_BATCH_FILE.name, data, host="h200-box", model="Llama-9")
+    Engine.objects.create(name="sglang-other", kind="sglang", argv_template=["x"])
+    with pytest.raises(CatalogError, match=r"several sglang engines .*sglang-h200, sglang-other.*--engine"):
+        import_file(ONE_BATCH_FILE.name, data, host="h200-box", model="Qwen/Qwen3.6-27B")
+    assert Sweep.objects.count() == 0
+    assert issubclass(CatalogError, ImportRefused) and issubclass(ImportFileError, ImportRefused)  # one catch
+    result = import_file(ONE_BATCH_FILE.name, data, host="h200-box", model="Qwen/Qwen3.6-27B",
+                         engine="sglang-other", tp=2)
+    assert result.sweep.engine.name == "sglang-other" and result.sweep.runs.get().tp == 2
+
+
+def test_a_missing_engine_kind_gets_a_placeholder_that_launches_nothing(db):
+    call_command("seed_demo", stdout=StringIO())
+    result = import_file(VLLM_FILE.name, VLLM_FILE.read_bytes(), host="sim-8x-rtxpro6000")
+    engine = result.sweep.engine
+    assert (engine.name, engine.kind, engine.argv_template) == ("imported-vllm", "vllm", [])
+
+
+def test_a_malformed_file_stores_nothing(catalog):
+    before = counts()
+    lines = text(SGLANG_FILE).splitlines()
+    lines[2] = lines[2].replace('"completed": 200', '"completed": "200"')
+    with pytest.raises(ImportFileError, match=r"line 3: field 'completed': expected an integer, got \"200\""):
+        import_file("bad.jsonl", "\n".join(lines).encode(), host="h200-box")
+    # A catalog problem found after the workloads were looked up rolls everything back too.
+    Workload.objects.filter(name="random").delete()
+    before = counts()
+    with pytest.raises(CatalogError):
+        import_file(SGLANG_FILE.name, SGLANG_FILE.read_bytes(), host="h200-box", model="nope")
+    assert counts() == before
+
+
+def test_every_request_failed_is_a_failed_point(catalog):
+    raw = json.loads(text(VLLM_FILE))
+    raw.update(completed=0, failed=5, total_output_tokens=0, errors=["boom"] * 5, output_lens=[0] * 5)
+    result = import_file("allfail.json", json.dumps(raw).encode(), host="h200-box")
+    point = Point.objects.get(run__sweep=result.sweep)
+    assert point.status == "failed" and point.failed == 5 and "no request" in point.reason
+    assert point.errors["imported_error"]["count"] == 5
+
+
+def test_nan_and_infinity_are_stored_safely(catalog):
+    raw = json.loads(text(SGLANG_FILE).splitlines()[0])
+    body = json.dumps(dict(raw, std_itl_ms=float("nan"), concurrency=float("inf")))
+    result = import_file("nan.jsonl", body.encode(), host="h200-box")
+    point = Point.objects.get(run__sweep=result.sweep)
+    assert point.std_itl_ms is None and point.extra["std_itl_ms"] == "nan" and point.extra["concurrency"] == "inf"
+
+
+# -- The command ----------------------------------------------------------------------------
+
+
+def test_the_command_imports_and_says_what(catalog):
+    out = StringIO()
+    call_command("import_results", str(VLLM_FILE), "--host", "h200-box", stdout=out)
+    sweep = Sweep.objects.get(source="imported")
+    lines = out.getvalue().splitlines()
+    assert lines[0] == f"Imported {VLLM_FILE.name} (vllm) as sweep #{sweep.pk}: 1 point, 5 request records"
+    assert lines[1].endswith(f"/sweeps/{sweep.pk}/")
+    out = StringIO()
+    call_command("import_results", str(VLLM_FILE), "--format", "vllm", stdout=out)
+    assert f"already imported as sweep #{sweep.pk}" in out.getvalue()
+    assert Sweep.objects.count() == 1
+
+
+def test_the_command_refuses_with_one_line(catalog, tmp_path):
+    bad = tmp_path / "results.jsonl"
+    bad.write_text(text(SGLANG_FILE).splitlines()[0] + "\n{broken\n")
+    with pytest.raises(CommandError, match=r"^results\.jsonl line 2 column 2: invalid JSON"):
+        call_command("import_results", str(bad), "--host", "h200-box")
+    with pytest.raises(CommandError, match="no such file"):
+        call_command("import_results", str(tmp_path / "none.json"))
+    with pytest.raises(CommandError, match="pass --host NAME"):
+        call_command("import_results", str(SGLANG_FILE))
+    assert Sweep.objects.count() == 0
+
+
+def test_the_command_exits_1_with_the_message_on_stderr(catalog, tmp_path):
+    import subprocess
+    import sys
+
+    bad = tmp_path / "results.jsonl"
+    bad.write_text('{"batch_size": 1, "input_len": 8, "output_len": 4, "latency": "x", "output_throughput": 1}\n')
+    proc = subprocess.run(
+        [sys.executable, "manage.py", "import_results", str(bad), "--host", "h200-box"],
+        capture_output=True, text=True, cwd=Path(__file__).resolve().parents[2], timeout=120,
+    )
+    assert proc.returncode == 1
+    assert proc.stderr.strip().splitlines() == [
+        "CommandError: results.jsonl line 1: field 'latency': expected a number, got \"x\""
+    ]
+    assert "Traceback" not in proc.stderr
+
+
+# -- Beside native results: history, charts, compare ----------------------------------------
+
+
+def native_point(sweep_name, when, speed):
+    sweep = Sweep.objects.create(
+        name=sweep_name, spec={"name": sweep_name}, host=Host.objects.get(name="h200-box"),
+        engine=Engine.objects.get(name="sglang-h200"), llm=LLM.objects.get(name="Qwen/Qwen3.6-27B"),
+        status="done",
+    )
+    params = {"budget": 15, "topk_cap": 8}
+    run = Run.objects.create(sweep=sweep, position=0, method="ddtree", params=params,
+                             params_key=canonical_params(params), tp=4, status="done")
+    workload, _ = Workload.objects.get_or_create(name="random", defaults={"kind": "synthetic"})
+    Point.objects.create(run=run, position=0, workload=workload, prompt_tokens=2000, max_new_tokens=256,
+                         concurrency=1, status="ok", finished_at=when, output_throughput=speed)
+    return sweep
+
+
+def test_an_imported_point_appears_in_the_history_series_beside_native_ones(viewer, catalog, client):
+    native = native_point("native", timezone.now() - timedelta(days=3), 140.0)
+    imported = import_file(SGLANG_FILE.name, SGLANG_FILE.read_bytes(), host="h200-box").sweep
+    filters = {"model": "Qwen/Qwen3.6-27B", "engine": "sglang-h200", "method": "ddtree",
+               "params": canonical_params({"budget": 15, "topk_cap": 8}), "tp": 4, "workload": "random",
+               "prompt_tokens": 2000, "concurrency": 1, "gpu": "NVIDIA H200"}
+    points = series_points(filters, "output_throughput")
+    assert [(p["sweep_id"], p["value"]) for p in points] == [(native.pk, 140.0), (imported.pk, 138.2)]
+    client.force_login(viewer)
+    query = {**filters, "metric": "output_throughput"}
+    data = client.get(reverse("history-data"), {k: v for k, v in query.items()}).json()
+    assert [p["sweep"] for p in data["points"]] == [native.pk, imported.pk]
+
+
+def test_an_imported_sweep_has_its_charts_and_compares(viewer, catalog, client):
+    sweep = import_file(VLLM_FILE.name, VLLM_FILE.read_bytes(), host="h200-box").sweep
+    data = sweep_charts(sweep.pk)
+    decode = next(c for c in data["charts"] if c["id"] == "decode_tok_s")
+    values = [v for d in decode["datasets"] if d["kind"] == "value" for v in d["data"] if v is not None]
+    # The charts send 4 significant digits.
+    assert values == [pytest.approx(Point.objects.get(run__sweep=sweep).decode_tok_s, rel=5e-4)]
+    client.force_login(viewer)
+    assert client.get(reverse("sweep-charts", args=[sweep.pk])).json() == json.loads(json.dumps(data))
+    page = client.get(reverse("sweep-detail", args=[sweep.pk]))
+    assert page.status_code == 200 and b"Imported from" in page.content
+    native = native_point("native", timezone.now(), 140.0)
+    response = client.get(reverse("compare"), {"sweep": [native.pk, sweep.pk], "metric": "output_throughput"})
+    assert response.status_code == 200
+
+
+# --- the upload form ---------------------------------------------------------------------
+
+
+def test_the_upload_form_imports_a_file_once_and_refuses_a_malformed_one(catalog, operator, client):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+    from django.urls import reverse
+
+    client.force_login(operator)
+    url = reverse("import-new")
+    assert client.get(url).status_code == 200
+    upload = SimpleUploadedFile(VLLM_FILE.name, VLLM_FILE.read_bytes(), content_type="application/json")
+    response = client.post(url, {"file": upload, "host": "h200-box"}, follow=True)
+    sweep = Sweep.objects.get(source="imported")
+    assert response.redirect_chain[-1][0] == sweep.get_absolute_url() and sweep.owner == operator
+    assert f"as sweep #{sweep.pk}" in response.content.decode()
+    again = SimpleUploadedFile(VLLM_FILE.name, VLLM_FILE.read_bytes(), content_type="application/json")
+    response = client.post(url, {"file": again, "host": "h200-box"}, follow=True)
+    assert f"already imported as sweep #{sweep.pk}" in response.content.decode() and Sweep.objects.count() == 1
+    broken = SimpleUploadedFile("broken.jsonl", b'{"backend": "sglang", "completed": "many"}\n')
+    response = client.post(url, {"file": broken, "host": "h200-box", "format": "sglang"})
+    assert response.status_code == 400 and "line 1" in response.content.decode() and Sweep.objects.count() == 1
+
+
+def test_a_viewer_cannot_import(catalog, viewer, client):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+    from django.urls import reverse
+
+    client.force_login(viewer)
+    upload = SimpleUploadedFile(VLLM_FILE.name, VLLM_FILE.read_bytes())
+    assert client.post(reverse("import-new"), {"file": upload, "host": "h200-box"}).status_code == 403
+    assert not Sweep.objects.filter(source="imported").exists()

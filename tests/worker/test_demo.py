@@ -1,0 +1,80 @@
+"""`manage.py demo`: the two demo sweeps of `make run`, queued once, one after the other."""
+
+from io import StringIO
+
+from django.core.management import call_command
+
+from benchmarks.models import Sweep
+from runs.lifecycle import enqueue_after
+from runs.models import Run
+from runs.tasks import start_sweep_after
+from sweeplab.celery import app
+
+
+def demo():
+    out = StringIO()
+    call_command("demo", stdout=out)
+    return out.getvalue()
+
+
+def sent_tasks(monkeypatch):
+    """The tasks handed to the broker, as (task name, queue, kwargs)."""
+    sent = []
+    monkeypatch.setattr(
+        app, "send_task", lambda name, args=None, kwargs=None, queue=None, **options: sent.append((name, queue, kwargs))
+    )
+    return sent
+
+
+def test_it_queues_the_simulated_demo_then_the_real_one_behind_it(catalog, monkeypatch, django_capture_on_commit_callbacks):
+    sent = sent_tasks(monkeypatch)
+    with django_capture_on_commit_callbacks(execute=True):
+        out = demo()
+    simulated = Sweep.objects.get(name="qwen3.6-27b-sm120-ddtree")
+    real = Sweep.objects.get(name="smollm2-cpu-prompt-lookup")
+    assert (simulated.host.name, simulated.engine.name) == ("sim-8x-rtxpro6000", "sglang-sim-demo")
+    assert "--time-scale" in simulated.engine.argv_template
+    assert (real.host.name, real.engine.name) == ("local-cpu", "llamacpp-cpu")
+    assert real.status == simulated.status == "queued"
+    # The simulated sweep's runs go to its host; the real sweep's runs wait: one task, on
+    # the simulated host's queue behind them, sends them when the simulated sweep is done.
+    queued_sim = Run.objects.filter(sweep=simulated, status="queued").count()
+    assert [name for name, _, _ in sent] == ["runs.execute_run"] * queued_sim + ["runs.start_sweep_after"]
+    assert sent[-1][1:] == ("host.sim-8x-rtxpro6000", {"sweep_id": real.pk, "after_sweep_id": simulated.pk})
+    assert f"/sweeps/{real.pk}/" in out and f"/sweeps/{simulated.pk}/" in out
+    assert "starts when the simulated one is done" in out
+    # 4 configurations x (fibonacci + 4 lengths) x 2 concurrencies; 2100 tokens is beyond n_ctx.
+    assert Run.objects.filter(sweep=real, status="queued").count() == 4
+    beyond = real.runs.first().points.filter(prompt_tokens=2100)
+    assert beyond.count() == 2 and all("2100 + 64 + 16 > 2048" in p.reason for p in beyond)
+
+
+def test_the_waiting_sweep_starts_once_the_one_before_is_done(catalog, monkeypatch, django_capture_on_commit_callbacks):
+    demo()
+    simulated = Sweep.objects.get(name="qwen3.6-27b-sm120-ddtree")
+    real = Sweep.objects.get(name="smollm2-cpu-prompt-lookup")
+    sent = sent_tasks(monkeypatch)
+    with django_capture_on_commit_callbacks(execute=True):
+        assert enqueue_after(real.pk, simulated.pk) is None
+    assert sent == []
+    Sweep.objects.filter(pk=simulated.pk).update(status="done")
+    with django_capture_on_commit_callbacks(execute=True):
+        result = start_sweep_after.apply(kwargs={"sweep_id": real.pk, "after_sweep_id": simulated.pk})
+    runs = list(Run.objects.filter(sweep=real).order_by("position").values_list("id", flat=True))
+    assert result.get() == runs
+    assert sent == [("runs.execute_run", "host.local-cpu", {"run_id": i}) for i in runs]
+
+
+def test_it_queues_nothing_twice_and_resumes_an_interrupted_demo(catalog, monkeypatch, django_capture_on_commit_callbacks):
+    demo()
+    simulated = Sweep.objects.get(name="qwen3.6-27b-sm120-ddtree")
+    real = Sweep.objects.get(name="smollm2-cpu-prompt-lookup")
+    Sweep.objects.filter(pk=simulated.pk).update(status="done")
+    Sweep.objects.filter(pk=real.pk).update(status="running")  # `make run` stopped mid-way
+    sent = sent_tasks(monkeypatch)
+    with django_capture_on_commit_callbacks(execute=True):
+        out = demo()
+    assert Sweep.objects.count() == 2
+    assert "unfinished: resumed" in out and "done already" in out
+    # Nothing to wait for: the real sweep's runs go straight to its host.
+    assert {name for name, _, _ in sent} == {"runs.execute_run"} and len(sent) == 4
