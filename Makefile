@@ -3,7 +3,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-requirements
 
-.PHONY: run test screenshots venv clean
+.PHONY: run test test-core screenshots venv clean
 
 # Creates the virtualenv, installs, migrates, seeds the demo catalog, starts the web
 # server and a worker per host on the embedded default (SQLite + filesystem broker)
@@ -19,10 +19,15 @@ run: $(STAMP)
 test: $(STAMP)
 	$(PY) -m pytest $(PYTEST_ARGS)
 
+# Runs the pure core's tests alone (tests/core/pytest.ini): no Django settings, no database;
+# tests/core/conftest.py fails the run if anything imported django.
+test-core: $(STAMP)
+	env -u DJANGO_SETTINGS_MODULE $(PY) -m pytest tests/core $(PYTEST_ARGS)
+
 # Full-page screenshots of the pages, taken by the browser tests, into var/screenshots/,
 # and the README's pictures (one screen or one chart each) into docs/.
 screenshots: $(STAMP)
-	$(PY) -m pytest tests/test_browser.py -q
+	$(PY) -m pytest tests/e2e/test_browser.py -q
 	@ls var/screenshots/
 	cp var/screenshots/docs/*.png docs/
 
