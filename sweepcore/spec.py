@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 
 import yaml
 
+from sweepcore.files import FileProblem, read_text
 from sweepcore.methods import METHOD_PARAMS, PARAM_NAMES, config_label
 
 # --- the catalog the spec is checked against ------------------------------------------
@@ -264,16 +265,9 @@ def dump_yaml(data):
 def load_spec_file(path, catalog):
     """Read, parse and validate a spec file; SpecError on any problem."""
     try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    except FileNotFoundError:
-        raise SpecError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise SpecError(f"{path}: is a directory, not a sweep file") from None
-    except UnicodeDecodeError:
-        raise SpecError(f"{path}: not a UTF-8 text file") from None
-    except OSError as exc:
-        raise SpecError(f"{path}: cannot be read ({exc.strerror})") from None
+        text = read_text(path, "a sweep file")
+    except FileProblem as exc:
+        raise SpecError(str(exc)) from None
     return validate(load_yaml(text, source=str(path)), catalog)
 
 

@@ -15,6 +15,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import DatabaseError
 
 from runs.imports import import_file
+from sweepcore.files import FileProblem, read_bytes
 from sweepcore.importers import FORMATS, ImportRefused
 
 
@@ -35,13 +36,9 @@ class Command(BaseCommand):
                owner=None, **options):
         path = Path(file)
         try:
-            data = path.read_bytes()
-        except FileNotFoundError:
-            raise CommandError(f"{file}: no such file") from None
-        except IsADirectoryError:
-            raise CommandError(f"{file}: is a directory, not a result file") from None
-        except OSError as exc:
-            raise CommandError(f"{file}: cannot read it ({exc.strerror})") from None
+            data = read_bytes(path, "a result file")
+        except FileProblem as exc:
+            raise CommandError(str(exc)) from None
         try:
             user = None
             if owner:
