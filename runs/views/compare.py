@@ -7,8 +7,9 @@ from django.urls import reverse
 
 from benchmarks.models import Sweep
 from runs.forms import CompareForm, SelectionForm
-from runs.models import Point, Run
+from runs.models import Run
 from runs.results import compare as compare_lib
+from runs.results.compare_groups import MissingSelection, compare_groups
 from runs.results.exports import EXPORT_KINDS, export_response
 from runs.roles import reader_required
 from sweepcore import metrics
@@ -36,30 +37,6 @@ def selection_export(request, kind):
         points_filter = Q(run__sweep_id__in=sweep_ids) | Q(run_id__in=run_ids)
     name = "-".join([f"sweep{i}" for i in sweep_ids] + [f"run{i}" for i in run_ids])[:80]
     return export_response(kind, points_filter, name, {"sweeps": sweep_ids, "runs": run_ids})
-
-
-COMPARE_POINT_FIELDS = (
-    "run_id", "run__sweep_id", "run__method", "run__params", "run__params_key", "run__tp", "run__attempt",
-    "workload__name", "prompt_tokens", "concurrency", "status", "reason", "excluded", "exclude_reason",
-    "run__excluded", "run__exclude_reason",
-)
-
-
-def _compare_points(queryset, metric):
-    rows = queryset.order_by("run__position", "run_id", "position").values(*COMPARE_POINT_FIELDS, metric)
-    return [
-        {
-            "run_id": r["run_id"], "sweep_id": r["run__sweep_id"], "method": r["run__method"],
-            "params": r["run__params"], "params_key": r["run__params_key"], "tp": r["run__tp"],
-            "attempt": r["run__attempt"], "workload": r["workload__name"], "prompt_tokens": r["prompt_tokens"],
-            "concurrency": r["concurrency"], "status": r["status"], "reason": r["reason"],
-            # A point of an excluded run is excluded too (as in the charts and history).
-            "excluded": r["excluded"] or r["run__excluded"],
-            "exclude_reason": r["exclude_reason"] if r["excluded"] else (r["run__exclude_reason"] or "run excluded"),
-            metric: r[metric],
-        }
-        for r in rows
-    ]
 
 
 @reader_required
@@ -94,36 +71,12 @@ def compare(request):
     elif not errors and (sweep_ids or run_ids) and len(sweep_ids or run_ids) < 2:
         errors.append("Pick two or more sweeps (or runs) to compare.")
     groups = []
-    if not errors and len(sweep_ids) >= 2:
-        context["mode"] = "sweep"
-        sweeps = {s.pk: s for s in Sweep.objects.filter(pk__in=sweep_ids).select_related("llm", "engine", "host")}
-        missing = [str(i) for i in sweep_ids if i not in sweeps]
-        if missing:
-            errors.append(f"No sweep #{', #'.join(missing)}.")
-        else:
-            points = _compare_points(Point.objects.filter(run__sweep_id__in=sweep_ids), metric)
-            for sid in sweep_ids:
-                s = sweeps[sid]
-                groups.append({
-                    "id": sid, "label": f"#{sid} {s.name}", "url": s.get_absolute_url(),
-                    "detail": f"{s.llm.name} · {s.engine.name} · {s.host.name}",
-                    "points": [p for p in points if p["sweep_id"] == sid],
-                })
-    elif not errors and len(run_ids) >= 2:
-        context["mode"] = "run"
-        runs = {r.pk: r for r in Run.objects.filter(pk__in=run_ids).select_related("sweep")}
-        missing = [str(i) for i in run_ids if i not in runs]
-        if missing:
-            errors.append(f"No run #{', #'.join(missing)}.")
-        else:
-            points = _compare_points(Point.objects.filter(run_id__in=run_ids), metric)
-            for rid in run_ids:
-                r = runs[rid]
-                groups.append({
-                    "id": rid, "label": f"#{r.sweep_id}/{rid} {r.config_label}", "url": r.sweep.get_absolute_url(),
-                    "detail": f"run #{rid} of sweep #{r.sweep_id} {r.sweep.name}",
-                    "points": [p for p in points if p["run_id"] == rid],
-                })
+    if not errors and (sweep_ids or run_ids):
+        context["mode"] = "sweep" if sweep_ids else "run"
+        try:
+            groups = compare_groups(context["mode"], sweep_ids or run_ids, metric)
+        except MissingSelection as exc:
+            errors.append(str(exc))
     if groups:
         selection = "&".join(f"{context['mode']}={g['id']}" for g in groups)
         context["exports"] = [
