@@ -3,17 +3,12 @@ the tools' own field names (see sweepcore/importers/), and malformed files refus
 line and field that is wrong. Storing an import: tests/web/test_importers.py."""
 
 import json
-from pathlib import Path
 
 import pytest
 
 from sweepcore import importers
 from sweepcore.importers import ImportFileError
-
-DATA = Path(__file__).resolve().parents[1] / "data" / "imports"
-VLLM_FILE = DATA / "vllm-serve-detailed.json"
-SGLANG_FILE = DATA / "sglang-bench-serving.jsonl"
-ONE_BATCH_FILE = DATA / "sglang-one-batch.jsonl"
+from tests.import_samples import ONE_BATCH_FILE, SGLANG_FILE, VLLM_FILE
 
 
 def text(path):

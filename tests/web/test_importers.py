@@ -20,12 +20,7 @@ from runs.results.charts import sweep_charts
 from runs.results.history import series_points
 from sweepcore.importers import ImportFileError, ImportRefused
 from sweepcore.plan import canonical_params
-
-DATA = Path(__file__).resolve().parents[1] / "data" / "imports"
-VLLM_FILE = DATA / "vllm-serve-detailed.json"
-SGLANG_FILE = DATA / "sglang-bench-serving.jsonl"
-ONE_BATCH_FILE = DATA / "sglang-one-batch.jsonl"
-
+from tests.import_samples import ONE_BATCH_FILE, SGLANG_FILE, VLLM_FILE
 
 
 def text(path):
