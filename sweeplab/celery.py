@@ -7,6 +7,7 @@ never rename them."""
 import os
 
 from celery import Celery
+from celery.signals import worker_init
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "sweeplab.settings")
 
@@ -17,6 +18,18 @@ app.autodiscover_tasks()
 EXECUTE_RUN = "runs.execute_run"
 START_SWEEP_AFTER = "runs.start_sweep_after"
 HOST_HEARTBEAT = "runs.host_heartbeat"
+
+
+@worker_init.connect
+def prepare_data_dir(**kwargs):
+    """A worker started as `celery -A sweeplab worker` (not through manage.py) finds its data
+    folder, its secret key and the filesystem broker's folders, as manage.py makes them."""
+    from django.conf import settings
+
+    if settings.SETTINGS_MODULE == "sweeplab.settings":
+        from sweeplab.settings import prepare_data_dir as prepare
+
+        prepare()
 
 
 def host_queue(host_name):
