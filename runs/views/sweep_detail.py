@@ -23,7 +23,8 @@ from runs.results.points_page import points_page
 from runs.roles import reader_required
 from sweepcore.spec import dump_yaml
 
-# The event the live partial triggers when points changed status: the points table reloads.
+# The event the live partial triggers when points changed status: the points table, which
+# listens for this name, reloads.
 POINTS_CHANGED = "points-changed"
 
 
@@ -89,7 +90,7 @@ def sweep_points_table_partial(request, sweep_id):
         response["HX-Retarget"] = "#points-state"
         response["HX-Reswap"] = "innerHTML"
         return response
-    return render(request, "runs/partials/points_table.html", {"table": table})
+    return render(request, "runs/partials/points_table.html", {"table": table, "points_changed": POINTS_CHANGED})
 
 
 @reader_required
