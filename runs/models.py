@@ -18,6 +18,7 @@ from sweepcore.plan import canonical_params
 
 RunStatus = enum_choices(kinds.RunStatus, __name__)
 PointStatus = enum_choices(kinds.PointStatus, __name__)
+Validity = enum_choices(kinds.Validity, __name__)
 
 
 class Curated(models.Model):
@@ -145,6 +146,17 @@ class Point(Curated):
     )
     client_bound = models.BooleanField(default=False)
     event_loop_lag_p99_ms = models.FloatField(null=True, blank=True)
+    # The evidence behind the numbers (sweepcore.validity, sweepcore.stats). `completed`
+    # is the sample size n.
+    validity = models.CharField(max_length=10, choices=Validity.choices, blank=True,
+                                help_text="Blank until the point is measured.")
+    validity_reasons = models.JSONField(default=list, blank=True, help_text='[{"code", "message"}]')
+    intervals = models.JSONField(default=dict, blank=True, help_text="metric -> [lo, hi], 95 % of the median.")
+    simulated_time_scale = models.FloatField(
+        null=True, blank=True, help_text="Measured on a simulator at this x real time; stored in model time."
+    )
+    stop_reason = models.CharField(max_length=300, blank=True, help_text="Why the point stopped sending requests.")
+    host_load = models.JSONField(default=dict, blank=True, help_text="Other processes beside the measurement.")
     # kind -> {"count": n, "example": "..."}: failures are kept, never dropped.
     errors = models.JSONField(default=dict, blank=True)
     # What has no column: unmapped fields of imported files, engine-specific extras.
@@ -174,6 +186,8 @@ class Point(Curated):
             models.Index(
                 fields=["workload", "prompt_tokens", "concurrency"], name="point_series_idx"
             ),
+            # Sweep header: a sweep's points counted by verdict.
+            models.Index(fields=["run", "validity"], name="point_run_validity_idx"),
         ]
 
     def __str__(self):

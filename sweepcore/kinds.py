@@ -86,3 +86,11 @@ class PointStatus(LabelledStrEnum):
     CONTEXT_OVERFLOW = "context_overflow", "Context overflow (server refused the length)"
     SKIPPED = "skipped", "Skipped"
     NOT_RUN = "not_run", "Not run (server died earlier)"
+
+
+class Validity(LabelledStrEnum):
+    """The verdict on a measured point (sweepcore.validity decides it)."""
+
+    VALID = "valid", "Valid"
+    SUSPECT = "suspect", "Suspect"
+    INVALID = "invalid", "Invalid"

@@ -64,7 +64,12 @@ Per point
   percentiles interpolate linearly between closest ranks (numpy's default, which
   ``vllm bench serve`` uses): ``p`` -> rank ``p/100 * (n-1)``.  With one sample every
   percentile is that sample.
-* ``decode_tok_s`` -- mean over completed requests of the per-request decode speed.
+* ``decode_tok_s`` -- median over completed requests of the per-request decode speed
+  (the median, so that one stalled request does not move it, and so that its interval
+  is the same kind as the latencies').
+* ``intervals`` -- ``{metric: [lo, hi]}``, the 95 % interval of ``decode_tok_s`` and of
+  the latency medians (:data:`INTERVAL_METRICS`; see :mod:`sweepcore.stats`); a metric
+  with too few samples for one is left out.
 * ``max_output_tokens_per_s`` -- the most output tokens (of completed requests) that
   arrived within one whole-second bucket, buckets counted from the earliest send.
 * ``accept_length = sum(output_tokens) / sum(spec_verify_ct)`` over the completed
@@ -109,6 +114,8 @@ from __future__ import annotations
 import math
 from typing import Any, Iterable, Mapping, Sequence
 
+from sweepcore import stats
+
 STATS = ("mean", "median", "std", "p90", "p99")
 LATENCIES = ("ttft", "tpot", "itl", "e2el")
 
@@ -130,14 +137,20 @@ SUMMARY_FIELDS: tuple[str, ...] = (
     "max_output_tokens_per_s",
     "accept_length",
     "errors",
+    "intervals",
     "client_bound",
     "event_loop_lag_p99_ms",
 )
 
+#: The metrics stored with a 95 % interval; shown as ``<metric>_ci`` by the API.
+INTERVAL_METRICS: tuple[str, ...] = ("decode_tok_s", *(f"median_{m}_ms" for m in LATENCIES))
+
 #: The point metric columns, one list for the model, the executor's write, the exports,
 #: the API and the charts: what :func:`summarize` computes (less ``errors``, a mapping
 #: kept beside them) and the decode speed the server itself reported.
-FIELDS: tuple[str, ...] = tuple(f for f in SUMMARY_FIELDS if f != "errors") + ("server_decode_tok_s",)
+FIELDS: tuple[str, ...] = tuple(f for f in SUMMARY_FIELDS if f not in ("errors", "intervals")) + (
+    "server_decode_tok_s",
+)
 
 #: What is kept of each request (a RequestRecord): every metric can be recomputed from it.
 REQUEST_FIELDS: tuple[str, ...] = (
@@ -385,10 +398,92 @@ def summarize(
     }
     for name, vals in (("ttft", ttfts), ("tpot", tpots), ("itl", itls), ("e2el", e2els)):
         summary.update(_stats(name, vals))
-    summary["decode_tok_s"] = mean(decode)
+    summary["decode_tok_s"] = percentile(decode, 50)
+    intervals = {
+        "decode_tok_s": stats.median_ci(decode),
+        "median_ttft_ms": stats.median_ci([v * 1000 for v in ttfts]),
+        "median_tpot_ms": stats.median_ci([v * 1000 for v in tpots]),
+        "median_e2el_ms": stats.median_ci([v * 1000 for v in e2els]),
+        "median_itl_ms": stats.pooled_median_ci([[g * 1000 for g in request_itls(r)] for r in ok]),
+    }
+    summary["intervals"] = {k: [lo, hi] for k, v in intervals.items() if v is not None for lo, hi in [v]}
     summary["max_output_tokens_per_s"] = max_output_tokens_per_s(ok)
     summary["accept_length"] = (spec_out / spec_ct) if spec_ct else None
     summary["errors"] = error_summary(recs)
     summary["client_bound"] = client_bound
     summary["event_loop_lag_p99_ms"] = event_loop_lag_p99_ms
     return {k: summary[k] for k in SUMMARY_FIELDS}
+
+
+# --- samples for comparisons ------------------------------------------------------------
+
+
+def request_samples(metric: str, records: Iterable[Any]) -> list[float] | None:
+    """One value per completed request for comparing ``metric`` between points (what a
+    significance test needs), or None for a metric that has no per-request value
+    (throughputs, durations: one value per measurement).  Latencies in ms.  Every ITL
+    statistic is compared on each request's mean gap (its TPOT): a request's gaps are
+    not independent samples."""
+    ok = [r for r in records if is_success(r)]
+    if metric == "decode_tok_s":
+        values = [request_decode_tok_s(r) for r in ok]
+    elif metric.endswith("_ms") and metric.split("_")[1] in LATENCIES:
+        kind = metric.split("_")[1]
+        per = {"ttft": request_ttft, "tpot": request_tpot, "itl": request_tpot, "e2el": request_e2el}[kind]
+        values = [None if (v := per(r)) is None else v * 1000 for r in ok]
+    elif metric == "accept_length":
+        values = [(_get(r, "output_tokens") or 0) / ct for r in ok if (ct := _get(r, "spec_verify_ct"))]
+    else:
+        return None
+    return [v for v in values if v is not None]
+
+
+# --- simulated time ---------------------------------------------------------------------
+
+#: Point metrics that are times (converted by dividing by the time scale) and rates
+#: (multiplied by it); counts and ratios do not change.
+TIME_FIELDS = frozenset(["duration", *LATENCY_FIELDS])
+RATE_FIELDS = frozenset(["request_throughput", "output_throughput", "total_token_throughput",
+                         "decode_tok_s", "max_output_tokens_per_s", "server_decode_tok_s"])
+
+
+def to_model_time(summary: Mapping[str, Any], time_scale: float) -> dict[str, Any]:
+    """A summary measured on a simulator running at ``time_scale`` x real time (0.02: a
+    model second lasts 20 ms of wall time), in the model's time: times divided by the
+    scale, rates multiplied by it, their intervals likewise.  The client's own figures
+    (event-loop lag) stay wall time."""
+    if not time_scale or time_scale <= 0:
+        raise ValueError(f"time scale must be > 0, not {time_scale!r}")
+    out = dict(summary)
+    for key, value in summary.items():
+        if value is None:
+            continue
+        if key in TIME_FIELDS:
+            out[key] = value / time_scale
+        elif key in RATE_FIELDS:
+            out[key] = value * time_scale
+    intervals = {}
+    for key, (lo, hi) in (summary.get("intervals") or {}).items():
+        factor = 1 / time_scale if key in TIME_FIELDS else time_scale if key in RATE_FIELDS else 1
+        intervals[key] = [lo * factor, hi * factor]
+    if "intervals" in summary:
+        out["intervals"] = intervals
+    return out
+
+
+# --- adaptive stop ------------------------------------------------------------------------
+
+#: The metrics ``until_stable`` can watch: those with a per-request interval that is cheap
+#: to recompute after every completion (ITL's needs a bootstrap).
+STABLE_METRICS: tuple[str, ...] = ("decode_tok_s", "median_ttft_ms", "median_tpot_ms", "median_e2el_ms")
+
+
+def stability(metric: str, records: Iterable[Any]) -> tuple[float | None, int]:
+    """(relative half-width of ``metric``'s 95 % interval, completed requests so far);
+    the half-width is None while there are too few values for an interval."""
+    if metric not in STABLE_METRICS:
+        raise ValueError(f"until_stable cannot watch {metric!r}; choose one of {', '.join(STABLE_METRICS)}")
+    sample_metric = "decode_tok_s" if metric == "decode_tok_s" else metric
+    values = request_samples(sample_metric, records) or []
+    centre = percentile(values, 50)
+    return stats.relative_half_width(stats.median_ci(values), centre), len(values)

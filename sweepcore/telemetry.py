@@ -105,6 +105,17 @@ class Nvml:
         ]
 
 
+    def process_utilization(self, index):
+        """{pid: SM utilisation %} over the driver's last sampling window; empty where
+        the GPU or driver does not report per-process utilisation."""
+        handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+        samples = _maybe(pynvml.nvmlDeviceGetProcessUtilization, handle, 0) or []
+        utils = {}
+        for s in samples:
+            utils[s.pid] = max(utils.get(s.pid, 0.0), float(s.smUtil))
+        return utils
+
+
 def busy_gpus(indices, allowed_pids=()):
     """Processes other than ours holding any of these GPUs (preflight: are they idle?)."""
     with Nvml() as nvml:

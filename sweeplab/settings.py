@@ -116,6 +116,12 @@ X_FRAME_OPTIONS = "DENY"
 # Absolute URL printed by commands (`sweep create`) so a user can click through.
 SWEEPLAB_BASE_URL = os.environ.get("SWEEPLAB_BASE_URL", "http://127.0.0.1:8000").rstrip("/")
 
+# Trust: the thresholds of the verdict on every point (sweepcore.validity.Thresholds; its
+# defaults unless overridden here, e.g. SWEEPLAB_VALIDITY = {"min_requests": 10}) and the
+# significance level of every better/worse (sweepcore.stats.compare_samples).
+SWEEPLAB_VALIDITY = {}
+SWEEPLAB_SIGNIFICANCE_ALPHA = 0.05
+
 INSTALLED_APPS = [
     "django.contrib.admin",
     "django.contrib.auth",

@@ -60,6 +60,9 @@ class LoadConfig:
     seed: int = 0
     lag_interval: float = 0.01
     progress: Callable[[RequestResult], None] | None = None
+    # Closed loop only: asked before each new request with the results so far; False
+    # stops sending (requests in flight still finish).  ``num_requests`` stays the cap.
+    keep_going: Callable[[list], bool] | None = None
 
     def validate(self) -> None:
         if self.api not in API_REGISTRY:
@@ -74,6 +77,8 @@ class LoadConfig:
             raise ValueError("request_rate must be > 0 (None for a closed loop)")
         if self.burstiness <= 0:
             raise ValueError("burstiness must be > 0")
+        if self.keep_going is not None and self.request_rate is not None:
+            raise ValueError("keep_going needs a closed loop (request_rate None)")
         if self.api != "sglang-generate" and not self.model:
             raise ValueError(f"{self.api} needs a model name")
 
@@ -197,7 +202,7 @@ async def _run_load(config: LoadConfig) -> LoadResult:
         t0 = time.perf_counter()
         if config.request_rate is None:
             results = await _closed_loop(sender, config.num_requests, config.duration,
-                                         config.concurrency, config.progress)
+                                         config.concurrency, config.progress, config.keep_going)
         else:
             results = await _open_loop(sender, config)
         duration = time.perf_counter() - t0
@@ -229,7 +234,7 @@ async def _lag_monitor(interval: float, samples: list, stop: asyncio.Event) -> N
 
 
 async def _closed_loop(sender: _Sender, num: int | None, duration: float | None,
-                       concurrency: int, progress) -> list[RequestResult]:
+                       concurrency: int, progress, keep_going=None) -> list[RequestResult]:
     results: list[RequestResult] = []
     counter = iter(range(num)) if num is not None else None
     next_i = 0
@@ -238,6 +243,8 @@ async def _closed_loop(sender: _Sender, num: int | None, duration: float | None,
     def take() -> int | None:
         nonlocal next_i
         if deadline is not None and time.perf_counter() >= deadline:
+            return None
+        if keep_going is not None and not keep_going(results):
             return None
         if counter is not None:
             return next(counter, None)
