@@ -4,8 +4,8 @@ A point's numbers describe the server only if nothing else competed with it for 
 or its GPUs.  :func:`snapshot` reads, from ``/proc``, every process's CPU time (its own
 plus its reaped children's), the host's CPU steal and the load average; two snapshots,
 taken around the measurement, give :func:`host_load`: the share of one core each *other*
-process used in between (processes neither in the server's process group nor ours),
-the steal share and the load averages.  On a GPU host, :func:`gpu_foreign` lists the
+process used in between (processes neither in the server's process group nor ours, nor
+kernel threads, which work for every process, ours included), the steal share and the load averages.  On a GPU host, :func:`gpu_foreign` lists the
 processes other than the server's that NVML saw on the run's GPUs, with their SM
 utilisation where the driver reports it.
 
@@ -135,7 +135,9 @@ def host_load(before: Snapshot, after: Snapshot, *, own_pids=(), own_pgids=(),
     own_pids, own_pgids = set(own_pids), set(own_pgids)
     foreign = []
     for pid, now in after.procs.items():
-        if pid in own_pids or now.pgid in own_pgids:
+        # Kernel threads (process group 0) work on behalf of every process, ours
+        # included (our own loopback traffic, page reclaim): they are not a competitor.
+        if pid in own_pids or now.pgid in own_pgids or now.pgid == 0:
             continue
         was = before.procs.get(pid)
         used = now.ticks - (was.ticks if was is not None and was.name == now.name else 0)
