@@ -96,8 +96,8 @@ def test_vllm_detailed_arrays_become_request_records():
     assert failed.error_kind == "imported_error" and "maximum context length" in failed.error
     assert failed.output_tokens == 0 and failed.chunk_offsets == []
     # decode_tok_s, which no file has, comes from the records with sweepcore.metrics.
-    assert p.metrics["decode_tok_s"] == pytest.approx(
-        sum(15 / sum(raw["itls"][i]) for i in (0, 1, 2, 4)) / 4)
+    speeds = sorted(15 / sum(raw["itls"][i]) for i in (0, 1, 2, 4))
+    assert p.metrics["decode_tok_s"] == pytest.approx((speeds[1] + speeds[2]) / 2)  # the median
     assert p.extra["computed_from_requests"] == ["decode_tok_s"]
 
 

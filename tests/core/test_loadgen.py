@@ -158,3 +158,22 @@ def test_config_validation():
         LoadConfig(base_url="http://127.0.0.1:1", prompts=["x"], num_requests=1).validate()  # no model
     with pytest.raises(ValueError):
         LoadConfig(base_url="http://127.0.0.1:1", model="m", prompts=["x"]).validate()
+
+
+def test_keep_going_stops_a_closed_loop_once_it_says_so():
+    parts = [completion("a", usage=1), completion("b", usage=2, finish="length"), final_usage(2), b"data: [DONE]\n\n"]
+    asked = []
+
+    def keep_going(results):
+        asked.append(len(results))
+        return len(results) < 4
+
+    lr = asyncio.run(serve_once(stream_handler(parts), {"concurrency": 1, "keep_going": keep_going}, n=50))
+    # Asked before each request: sent while fewer than 4 had finished, then stopped.
+    assert len(lr.results) == 4 and asked == [0, 1, 2, 3, 4]
+
+
+def test_keep_going_is_refused_for_an_open_loop():
+    with pytest.raises(ValueError, match="keep_going needs a closed loop"):
+        LoadConfig(base_url="http://127.0.0.1:1", model="m", prompts=["x"], num_requests=5, request_rate=2.0,
+                   keep_going=lambda results: True).validate()

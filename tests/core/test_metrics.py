@@ -163,3 +163,60 @@ def test_no_nan_or_inf_anywhere(point):
     for k, v in s.items():
         if isinstance(v, float):
             assert math.isfinite(v), k
+
+
+# --- intervals, samples, model time, stability -------------------------------------------
+
+
+def steady(n, gap=0.01, tokens=16, ttft=0.05, jitter=0.0):
+    out = []
+    for i in range(n):
+        g = gap * (1 + jitter * ((i % 5) - 2) / 2)
+        out.append(rec(i, 100.0 + i, [ttft + g * k for k in range(tokens)], [1] * tokens, prompt=10))
+    return out
+
+
+def test_decode_speed_is_the_median_so_one_stalled_request_does_not_move_it():
+    recs = steady(9) + [rec(9, 200.0, [0.05, 5.05], [1, 1], prompt=10)]  # 1 token in 5 s
+    s = summarize(recs, 10.0)
+    assert s["decode_tok_s"] == approx(100.0)
+
+
+def test_summary_carries_intervals_of_the_medians_only_with_enough_requests():
+    s = summarize(steady(12, jitter=0.2), 10.0)
+    assert set(s["intervals"]) == set(metrics.INTERVAL_METRICS)
+    for name in metrics.INTERVAL_METRICS:
+        lo, hi = s["intervals"][name]
+        assert lo <= s[name] <= hi, name
+    assert summarize(steady(5), 10.0)["intervals"] == {}
+    assert "intervals" not in metrics.FIELDS
+
+
+def test_request_samples_per_metric():
+    recs = steady(3) + [rec(3, 101.0, [], [], kind="http_error")]
+    assert metrics.request_samples("decode_tok_s", recs) == [approx(100.0)] * 3
+    assert metrics.request_samples("p99_ttft_ms", recs) == [approx(50.0)] * 3
+    assert metrics.request_samples("median_itl_ms", recs) == [approx(10.0)] * 3  # each request's TPOT
+    assert metrics.request_samples("output_throughput", recs) is None
+
+
+def test_model_time_divides_times_and_multiplies_rates_by_the_scale():
+    s = summarize(steady(8), 2.0)
+    m = metrics.to_model_time(s, 0.02)
+    assert m["median_tpot_ms"] == approx(s["median_tpot_ms"] * 50)
+    assert m["duration"] == approx(100.0)
+    assert m["decode_tok_s"] == approx(s["decode_tok_s"] / 50)
+    assert m["output_throughput"] == approx(s["output_throughput"] / 50)
+    assert m["intervals"]["median_ttft_ms"] == [approx(v * 50) for v in s["intervals"]["median_ttft_ms"]]
+    assert m["completed"] == s["completed"] and m["event_loop_lag_p99_ms"] == s["event_loop_lag_p99_ms"]
+    with pytest.raises(ValueError):
+        metrics.to_model_time(s, 0)
+
+
+def test_stability_is_the_relative_half_width_once_there_are_enough_requests():
+    assert metrics.stability("decode_tok_s", steady(5)) == (None, 5)
+    width, n = metrics.stability("decode_tok_s", steady(12, jitter=0.2))
+    assert n == 12 and 0 < width < 0.2
+    assert metrics.stability("decode_tok_s", steady(12))[0] == approx(0.0)
+    with pytest.raises(ValueError, match="until_stable cannot watch 'median_itl_ms'"):
+        metrics.stability("median_itl_ms", steady(12))
