@@ -281,9 +281,9 @@ class RunAdmin(CurationAdmin):
 
 @admin.register(Point)
 class PointAdmin(CurationAdmin):
-    list_display = ("id", "run", "workload", "prompt_tokens", "concurrency", "status", "output_throughput",
-                    "decode_tok_s", "excluded", "is_baseline")
-    list_filter = ("status", "run__failure_kind", "run__sweep__host", "run__sweep__host__gpu_model", "run__method",
+    list_display = ("id", "run", "workload", "prompt_tokens", "concurrency", "status", "validity", "completed",
+                    "output_throughput", "decode_tok_s", "excluded", "is_baseline")
+    list_filter = ("status", "validity", "run__failure_kind", "run__sweep__host", "run__sweep__host__gpu_model", "run__method",
                    "run__tp", "workload", "concurrency", "excluded", "is_baseline")
     list_select_related = ("run", "workload")
     search_fields = ("reason", "exclude_reason", "notes", "run__sweep__name")

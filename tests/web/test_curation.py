@@ -223,7 +223,9 @@ def test_measured_values_are_read_only_and_flag_edits_are_recorded(catalog, admi
     url = reverse("admin:runs_point_change", args=[point.pk])
     page = client.get(url).content.decode()
     assert 'name="decode_tok_s"' not in page and 'name="status"' not in page and 'name="notes"' in page
-    response = client.post(url, {"decode_tok_s": "999", "status": "crashed", "excluded": "on",
+    # The verdict is evidence, like the numbers: no curator can change it.
+    assert 'name="validity"' not in page and 'name="validity_reasons"' not in page
+    response = client.post(url, {"decode_tok_s": "999", "status": "crashed", "excluded": "on", "validity": "valid",
                                  "exclude_reason": "outlier", "notes": "", "is_baseline": ""})
     assert response.status_code == 302
     point.refresh_from_db()
@@ -435,3 +437,14 @@ def test_only_staff_admins_change_models(admin, make_user, catalog, client):
     assert client.post(url, data).status_code == 302
     llm.refresh_from_db()
     assert (llm.path, llm.context_length) == ("/srv/models/other", 4096)
+
+
+def test_the_points_admin_lists_and_filters_by_verdict(catalog, curator, client):
+    sweep = make_sweep()
+    points = list(Point.objects.filter(run__sweep=sweep).order_by("pk"))
+    Point.objects.filter(pk=points[0].pk).update(validity="suspect")
+    Point.objects.filter(pk__in=[p.pk for p in points[1:]]).update(validity="valid")
+    client.force_login(curator)
+    page = client.get(reverse("admin:runs_point_changelist"), {"validity__exact": "suspect"}).content.decode()
+    assert f'href="/admin/runs/point/{points[0].pk}/change/' in page
+    assert f'href="/admin/runs/point/{points[1].pk}/change/' not in page
