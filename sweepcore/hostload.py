@@ -1,16 +1,17 @@
 """What else ran on the host while a point was measured.  Pure Python, no Django.
 
 A point's numbers describe the server only if nothing else competed with it for the CPU
-or its GPUs.  :func:`snapshot` reads, from ``/proc``, every process's CPU time (its own
-plus its reaped children's), the host's CPU steal and the load average; two snapshots,
+or its GPUs.  :func:`snapshot` reads, from ``/proc``, every process's CPU time, the host's CPU steal and the load average; two snapshots,
 taken around the measurement, give :func:`host_load`: the share of one core each *other*
 process used in between (processes neither in the server's process group nor ours, nor
 kernel threads, which work for every process, ours included), the steal share and the load averages.  On a GPU host, :func:`gpu_foreign` lists the
 processes other than the server's that NVML saw on the run's GPUs, with their SM
 utilisation where the driver reports it.
 
-A process that started and ended between the two snapshots is not seen (its parent's
-children's time counts it once reaped).  Reading ``/proc`` takes a few milliseconds.
+A process that started and ended between the two snapshots is not seen.  (A parent's
+reaped children's time is not counted: it arrives when they are reaped, perhaps long
+after they ran, and would be charged to the wrong window.)  Reading ``/proc`` takes a
+few milliseconds.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ class ProcCpu:
     pid: int
     name: str
     pgid: int
-    ticks: int  # utime + stime + cutime + cstime
+    ticks: int  # utime + stime
 
 
 @dataclass(frozen=True)
@@ -73,9 +74,9 @@ def parse_stat(text: str) -> tuple[str, int, int] | None:
     name = text[open_ + 1:close]
     rest = text[close + 2:].split()
     try:
-        # rest[0] is field 3 (state); pgrp is field 5, utime..cstime fields 14..17.
+        # rest[0] is field 3 (state); pgrp is field 5, utime and stime fields 14 and 15.
         pgid = int(rest[2])
-        ticks = sum(int(rest[i]) for i in (11, 12, 13, 14))
+        ticks = int(rest[11]) + int(rest[12])
     except (IndexError, ValueError):
         return None
     return name, pgid, ticks

@@ -145,6 +145,13 @@ SUMMARY_FIELDS: tuple[str, ...] = (
 #: The metrics stored with a 95 % interval; shown as ``<metric>_ci`` by the API.
 INTERVAL_METRICS: tuple[str, ...] = ("decode_tok_s", *(f"median_{m}_ms" for m in LATENCIES))
 
+
+def ci_fields(intervals: Mapping[str, Any] | None) -> dict[str, list | None]:
+    """``{"<metric>_ci": [lo, hi] or None}`` for every interval metric: how the API,
+    exports and the CLI show a point's stored ``intervals``."""
+    intervals = intervals or {}
+    return {f"{m}_ci": (list(intervals[m]) if intervals.get(m) else None) for m in INTERVAL_METRICS}
+
 #: The point metric columns, one list for the model, the executor's write, the exports,
 #: the API and the charts: what :func:`summarize` computes (less ``errors``, a mapping
 #: kept beside them) and the decode speed the server itself reported.

@@ -18,7 +18,7 @@ def snap(at, procs, total=0, steal=0, load=(0.5, 0.4, 0.3)):
 
 def test_parse_stat_reads_a_name_with_spaces_and_parentheses():
     line = "4242 (my (odd) name) R 1 4242 4242 0 -1 4194304 0 0 0 0 150 25 10 5 20 0 1 0 100 0 0"
-    assert hostload.parse_stat(line) == ("my (odd) name", 4242, 190)
+    assert hostload.parse_stat(line) == ("my (odd) name", 4242, 175)  # utime + stime, not the children's
     assert hostload.parse_stat("garbage") is None
 
 

@@ -10,7 +10,7 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from sweepcore.metrics import SUMMARY_FIELDS
+from sweepcore.metrics import INTERVAL_METRICS, SUMMARY_FIELDS
 from tests.e2e.processes import stub
 from tests.ports import free_port
 
@@ -30,8 +30,14 @@ def test_json_output_is_the_point_object_with_exact_prompt_tokens():
                      "--prompt-tokens", "700", "--max-tokens", "12", "--concurrency", "3",
                      "--num-requests", "6", "--warmup", "2", "--json", stdout=out, stderr=err)
         s = json.loads(out.getvalue())
-        assert list(s) == list(SUMMARY_FIELDS)
-        assert s["completed"] == 6 and s["failed"] == 0
+        evidence = ["n", *(f"{m}_ci" for m in INTERVAL_METRICS), "validity", "validity_reasons"]
+        assert list(s) == [f for f in SUMMARY_FIELDS if f != "intervals"] + evidence
+        assert s["completed"] == s["n"] == 6 and s["failed"] == 0
+        # Six requests: enough for an interval; the window is far under a second.
+        lo, hi = s["median_ttft_ms_ci"]
+        assert lo <= s["median_ttft_ms"] <= hi
+        # (suspect at least: on a busy machine other rules may add to it)
+        assert s["validity"] in ("suspect", "invalid") and "short_window" in [r["code"] for r in s["validity_reasons"]]
         assert s["total_input_tokens"] == 6 * 700  # server-counted, equal to the target
         assert s["total_output_tokens"] == 72
         assert s["median_ttft_ms"] > 2.5 and s["errors"] == {}
@@ -42,6 +48,7 @@ def test_json_output_is_the_point_object_with_exact_prompt_tokens():
                      "--max-tokens", "8", "--concurrency", "2", "--num-requests", "4", stdout=out)
         table = out.getvalue()
         assert "Successful requests" in table and "TTFT" in table and "ITL" in table
+        assert "Verdict" in table and "(n = 4)" in table and "few_requests: only 4 requests completed" in table
         assert "Traceback" not in table
 
 

@@ -1,8 +1,10 @@
 """``manage.py loadtest``: run one benchmark point against any server and print its metrics.
 
-Uses only sweepcore.loadgen / sweepcore.metrics / sweepcore.prompts (no models, no database).  Prints a
-readable table, or with ``--json`` one JSON object with exactly the metric fields of
-sweepcore.metrics.SUMMARY_FIELDS (what the executor stores for a point).  Problems -- a server that is
+Uses only sweepcore.loadgen / sweepcore.metrics / sweepcore.prompts / sweepcore.validity (no models, no
+database).  Prints a readable table, or with ``--json`` one JSON object with the metric fields of
+sweepcore.metrics.SUMMARY_FIELDS (what the executor stores for a point) followed by the evidence: ``n``,
+``<metric>_ci`` and the verdict (``validity``, ``validity_reasons``), judged as the worker judges a point
+(the server is not ours here, so any other busy process counts against it).  Problems -- a server that is
 not there, no tokenizer endpoint, bad options -- are one line on stderr and exit status
 1 (Django's CommandError), never a traceback.  Exit status is 1 as well when no request
 of the point completed.
@@ -11,13 +13,15 @@ of the point completed.
 from __future__ import annotations
 
 import json
+import os
 import socket
 import sys
 from urllib.parse import urlsplit
 
+from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from sweepcore import loadgen, metrics, prompts
+from sweepcore import hostload, loadgen, metrics, prompts, validity
 
 
 def _preflight(base_url: str) -> None:
@@ -80,16 +84,23 @@ def render_table(s: dict) -> str:
             ("Output token throughput (tok/s)", s["output_throughput"]),
             ("Total token throughput (tok/s)", s["total_token_throughput"]),
             ("Peak output throughput (tok/s)", s["max_output_tokens_per_s"]),
-            ("Mean decode speed (tok/s/req)", s["decode_tok_s"]),
+            ("Median decode speed (tok/s/req)", s["decode_tok_s"]),
             ("Accept length", s["accept_length"])]
     lines = [f"{k:<34}{_fmt(v):>14}" for k, v in rows]
     lines.append(f"{'(ms)':<10}" + "".join(f"{h:>11}" for h in ("mean", "median", "std", "p90", "p99")))
     for m in metrics.LATENCIES:
         lines.append(f"{m.upper():<10}" + "".join(f"{_fmt(s[f'{st}_{m}_ms']):>11}" for st in metrics.STATS))
+    for m in metrics.INTERVAL_METRICS:
+        ci = s.get(f"{m}_ci")
+        if ci:
+            lines.append(f"{'95 % CI ' + m:<34}{_fmt(ci[0]):>14} – {_fmt(ci[1])}")
     lines.append(f"{'Client bound':<34}{_fmt(s['client_bound']):>14}")
     lines.append(f"{'Event-loop lag p99 (ms)':<34}{_fmt(s['event_loop_lag_p99_ms']):>14}")
     for kind, e in (s["errors"] or {}).items():
         lines.append(f"error {kind}: {e['count']} x, e.g. {e['example'][:200]}")
+    lines.append(f"{'Verdict':<34}{s['validity']:>14}  (n = {s['n']})")
+    for reason in s["validity_reasons"]:
+        lines.append(f"  {reason['code']}: {reason['message']}")
     return "\n".join(lines)
 
 
@@ -172,11 +183,23 @@ class Command(BaseCommand):
             timeout_total=o["timeout_total"], api_key=o["api_key"], seed=o["seed"],
             extra_body={"ignore_eos": True} if o["ignore_eos"] else {},
         )
+        before = hostload.snapshot()
         try:
             result = loadgen.run_load_sync(cfg)
         except ValueError as e:
             raise CommandError(str(e)) from None
+        host = hostload.host_load(before, hostload.snapshot(), own_pids={os.getpid()})
         summary = result.summary(prompt_tokens_fallback=fallback)
+        verdict = validity.judge(
+            result.results, summary, thresholds=validity.Thresholds.from_mapping(settings.SWEEPLAB_VALIDITY),
+            client_cpu_share=result.client_cpu_fraction, host=host,
+            asked_output_tokens=o["max_tokens"] if o["ignore_eos"] else None,
+            asked_prompt_tokens=fallback, server_prompt_tokens=[r.prompt_tokens for r in result.results
+                                                                if r.prompt_tokens is not None],
+        )
+        intervals = summary.pop("intervals")
+        summary.update(n=summary["completed"], **metrics.ci_fields(intervals), validity=str(verdict.validity),
+                       validity_reasons=verdict.reasons_json())
         if note:
             self.stderr.write(note)
         if o["json"]:
