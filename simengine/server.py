@@ -7,6 +7,7 @@ scheduler.py (see README.md for the list of files and the deviations).
 from __future__ import annotations
 
 import asyncio
+import selectors
 import dataclasses
 import json
 import os
@@ -221,9 +222,13 @@ class Engine:
         now = loop.time()
         if self._anchor is None or self._anchor < now - 1.0:
             self._anchor = now
-        self._anchor += seconds * self.scale
-        delay = self._anchor - now
-        await asyncio.sleep(delay if delay > 0 else 0)
+        step = seconds * self.scale
+        self._anchor += step
+        # Behind the timeline (the host was busy): catch up at twice the model's speed,
+        # never by writing steps back to back, which no client could time apart.
+        if self._anchor - now < step / 2:
+            self._anchor = now + step / 2
+        await asyncio.sleep(self._anchor - now)
 
     async def hang_forever(self):
         await self._hang_event.wait()
@@ -1139,7 +1144,10 @@ def run_server(args, sim) -> int:
         print(f"error: {ex}", file=sys.stderr)
         return 2
     try:
-        return asyncio.run(_amain(args, sim, profile, log))
+        # select() takes microsecond timeouts where epoll's are whole milliseconds: at a
+        # small time scale a model step lasts well under a millisecond of wall time.
+        return asyncio.run(_amain(args, sim, profile, log),
+                           loop_factory=lambda: asyncio.SelectorEventLoop(selectors.SelectSelector()))
     except KeyboardInterrupt:
         return 0
 
