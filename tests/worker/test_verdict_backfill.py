@@ -60,3 +60,24 @@ def test_a_crashed_point_without_records_is_invalid_and_says_why(catalog):
     point.refresh_from_db()
     assert point.validity == "invalid" and point.validity_reasons[0]["code"] == "crashed"
     assert "crashed reason" in point.validity_reasons[0]["message"]
+
+
+def test_an_imported_file_stores_a_verdict_on_every_point(catalog):
+    from benchmarks.models import Engine, Host
+    from runs.imports import import_file
+    from tests.import_samples import SGLANG_FILE, VLLM_FILE
+
+    Host.objects.create(name="h200-box", gpu_model="NVIDIA H200", gpu_count=8, compute_capability="9.0")
+    Engine.objects.create(name="sglang-h200", kind="sglang", argv_template=["python", "-m", "sglang.launch_server"])
+    Engine.objects.create(name="vllm-h200", kind="vllm", argv_template=["vllm", "serve", "{model_path}"])
+
+    for sample in (VLLM_FILE, SGLANG_FILE):
+        result = import_file(sample.name, sample.read_bytes(), host="h200-box")
+        points = list(Point.objects.filter(run__sweep=result.sweep))
+        assert points and all(p.validity in ("valid", "suspect", "invalid") for p in points)
+        for p in points:
+            assert (p.validity == "valid") == (p.validity_reasons == [])
+            if p.completed and p.completed < 5:
+                assert "few_requests" in [r["code"] for r in p.validity_reasons]
+            if p.requests.filter(error_kind="").count() >= 6:
+                assert "decode_tok_s" in p.intervals
