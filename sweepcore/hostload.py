@@ -30,6 +30,7 @@ class ProcCpu:
     name: str
     pgid: int
     ticks: int  # utime + stime
+    started: int = 0  # start time after boot, in clock ticks: tells a reused pid apart
 
 
 @dataclass(frozen=True)
@@ -66,8 +67,9 @@ class HostLoad:
         return asdict(self)
 
 
-def parse_stat(text: str) -> tuple[str, int, int] | None:
-    """(name, pgid, ticks) from a /proc/<pid>/stat line; None when it cannot be read."""
+def parse_stat(text: str) -> tuple[str, int, int, int] | None:
+    """(name, pgid, ticks, start time) from a /proc/<pid>/stat line; None when it cannot
+    be read."""
     open_, close = text.find("("), text.rfind(")")
     if open_ < 0 or close < 0:
         return None
@@ -77,9 +79,10 @@ def parse_stat(text: str) -> tuple[str, int, int] | None:
         # rest[0] is field 3 (state); pgrp is field 5, utime and stime fields 14 and 15.
         pgid = int(rest[2])
         ticks = int(rest[11]) + int(rest[12])
+        started = int(rest[19])  # field 22
     except (IndexError, ValueError):
         return None
-    return name, pgid, ticks
+    return name, pgid, ticks, started
 
 
 def read_procs(proc: str = "/proc") -> dict:
@@ -94,7 +97,7 @@ def read_procs(proc: str = "/proc") -> dict:
         parsed = parse_stat(text)
         if parsed:
             pid = int(entry.name)
-            procs[pid] = ProcCpu(pid, parsed[0], parsed[1], parsed[2])
+            procs[pid] = ProcCpu(pid, *parsed)
     return procs
 
 
@@ -141,7 +144,11 @@ def host_load(before: Snapshot, after: Snapshot, *, own_pids=(), own_pgids=(),
         if pid in own_pids or now.pgid in own_pgids or now.pgid == 0:
             continue
         was = before.procs.get(pid)
-        used = now.ticks - (was.ticks if was is not None and was.name == now.name else 0)
+        # The same process when it started at the same time (a kernel worker's name
+        # changes with its work item, so the name cannot tell a reused pid apart).
+        same = was is not None and (was.started == now.started if was.started and now.started
+                                    else was.name == now.name)
+        used = now.ticks - (was.ticks if same else 0)
         if used <= 0:
             continue
         foreign.append(ForeignProcess(pid, now.name, used / clock_ticks / seconds))

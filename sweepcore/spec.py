@@ -19,6 +19,10 @@ workloads exist), which the caller builds from the database (``benchmarks.catalo
     max_new_tokens: 256
     concurrency: [1]
     requests_per_point: 3
+    repeats: 1              # the load sent this many times back to back, pooled in one point
+    until_stable: {metric: decode_tok_s, rel_ci: 0.05, min_requests: 5, max_requests: 50}
+                            # optional: replaces requests_per_point; send until the metric's
+                            # 95 % interval is within ±rel_ci of its median (or max_requests)
     warmup_requests: 1
     exclude:
       - {method: ddtree, budget: 64, tp: 1}
@@ -32,6 +36,7 @@ from dataclasses import dataclass, field
 import yaml
 
 from sweepcore.files import FileProblem, read_text
+from sweepcore.metrics import STABLE_METRICS
 from sweepcore.methods import METHOD_PARAMS, PARAM_NAMES, config_label
 
 # --- the catalog the spec is checked against ------------------------------------------
@@ -88,6 +93,8 @@ FIELDS = (
     "max_new_tokens",
     "concurrency",
     "requests_per_point",
+    "repeats",
+    "until_stable",
     "warmup_requests",
     "exclude",
     "options",
@@ -99,9 +106,14 @@ DEFAULTS = {
     "max_new_tokens": 256,
     "concurrency": [1],
     "requests_per_point": 3,
+    "repeats": 1,
     "warmup_requests": 1,
     "exclude": [],
 }
+#: The keys of ``until_stable``; each is required.
+UNTIL_STABLE_KEYS = ("metric", "rel_ci", "min_requests", "max_requests")
+UNTIL_STABLE_EXAMPLE = "{metric: decode_tok_s, rel_ci: 0.05, min_requests: 5, max_requests: 50}"
+
 OPTION_DEFAULTS = {
     # Run quarantined configurations (KnownFailure) instead of skipping them: true for all,
     # or a list of configuration rules ({method, tp, parameters}) naming the ones to retry.
@@ -148,6 +160,8 @@ class Spec:
     warmup_requests: int
     exclude: tuple  # of dicts
     options: dict
+    repeats: int = 1
+    until_stable: dict | None = None  # {metric, rel_ci, min_requests, max_requests}
 
     def to_dict(self):
         """The normalised spec in the YAML format, defaults filled in."""
@@ -171,12 +185,16 @@ class Spec:
             "max_new_tokens": self.max_new_tokens,
             "concurrency": list(self.concurrency),
             "requests_per_point": self.requests_per_point,
+            "repeats": self.repeats,
+            "until_stable": dict(self.until_stable) if self.until_stable else None,
             "warmup_requests": self.warmup_requests,
             "exclude": [dict(e) for e in self.exclude],
             "options": dict(self.options),
         }
         if not data["description"]:
             del data["description"]
+        if data["until_stable"] is None:
+            del data["until_stable"]
         return data
 
 
@@ -530,6 +548,33 @@ def _options(check, value):
     return options
 
 
+def _until_stable(check, value):
+    """The adaptive stop: {metric, rel_ci, min_requests, max_requests}, all required."""
+    path = "until_stable"
+    if check.mapping(path, value, f"a mapping such as {UNTIL_STABLE_EXAMPLE}") is None:
+        return None
+    before = len(check.errors)
+    check.unknown_keys(path, value, list(UNTIL_STABLE_KEYS))
+    for key in UNTIL_STABLE_KEYS:
+        if key not in value:
+            check.error(f"{path}.{key}", f"required (as in {UNTIL_STABLE_EXAMPLE})")
+    metric = value.get("metric")
+    if "metric" in value and metric not in STABLE_METRICS:
+        check.error(f"{path}.metric", f"expected one of {', '.join(STABLE_METRICS)}, got {describe(metric)}")
+    rel_ci = value.get("rel_ci")
+    if "rel_ci" in value:
+        if isinstance(rel_ci, bool) or not isinstance(rel_ci, (int, float)) or not 0 < rel_ci < 1:
+            check.error(f"{path}.rel_ci", f"expected a fraction of the median between 0 and 1 (0.05 for ±5 %), "
+                                          f"got {describe(rel_ci)}")
+    least = check.positive_int(f"{path}.min_requests", value["min_requests"]) if "min_requests" in value else None
+    most = check.positive_int(f"{path}.max_requests", value["max_requests"]) if "max_requests" in value else None
+    if least is not None and most is not None and most < least:
+        check.error(f"{path}.max_requests", f"expected at least min_requests ({least}), got {most}")
+    if len(check.errors) != before:
+        return None
+    return {"metric": metric, "rel_ci": float(rel_ci), "min_requests": least, "max_requests": most}
+
+
 def validate(data, catalog):
     """Check plain data (parsed YAML or JSON) against the format and the catalog.
 
@@ -567,6 +612,8 @@ def validate(data, catalog):
     max_new_tokens = check.positive_int("max_new_tokens", values["max_new_tokens"])
     concurrency = check.int_list("concurrency", values["concurrency"])
     requests_per_point = check.positive_int("requests_per_point", values["requests_per_point"])
+    repeats = check.positive_int("repeats", values["repeats"])
+    until_stable = _until_stable(check, values["until_stable"]) if values.get("until_stable") is not None else None
     warmup_requests = check.positive_int("warmup_requests", values["warmup_requests"], minimum=0)
     exclude = _exclusions(check, values["exclude"])
     options = _options(check, values.get("options", {}))
@@ -597,6 +644,8 @@ def validate(data, catalog):
         warmup_requests=warmup_requests,
         exclude=exclude,
         options=options,
+        repeats=repeats,
+        until_stable=until_stable,
     )
 
 

@@ -14,7 +14,8 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from sweepcore.spec import DEFAULTS, FIELDS, METHOD_PARAMS, OPTION_DEFAULTS, WORKLOAD_SYNTHETIC
+from sweepcore.metrics import STABLE_METRICS, metric_label
+from sweepcore.spec import DEFAULTS, FIELDS, METHOD_PARAMS, OPTION_DEFAULTS, UNTIL_STABLE_KEYS, WORKLOAD_SYNTHETIC
 
 OPTION_FIELDS = (
     ("context_margin_tokens", "Context margin (tokens)"),
@@ -338,8 +339,56 @@ def _load(data):
         *(Control(f"f-{key}", key, label, write(key, parse_number), value=text(data.get(key)),
                   placeholder=text(DEFAULTS[key]))
           for key, label in (("max_new_tokens", "Max new tokens"), ("requests_per_point", "Requests per point"),
-                             ("warmup_requests", "Warmup requests"))),
+                             ("repeats", "Repeats of the load per point"), ("warmup_requests", "Warmup requests"))),
     ])])
+
+
+def parse_fraction(typed):
+    """"0.05" -> 0.05, "" -> None, anything else as typed (the validator names it)."""
+    typed = typed.strip()
+    if not typed:
+        return None
+    try:
+        return float(typed)
+    except ValueError:
+        return typed
+
+
+def _until_stable(data):
+    """The adaptive stop: off (no metric chosen), or a metric, its interval's relative
+    half-width and the request bounds."""
+    until = data.get("until_stable") if isinstance(data.get("until_stable"), dict) else {}
+
+    def write(key, parse):
+        def write_key(d, v):
+            current = d.get("until_stable") if isinstance(d.get("until_stable"), dict) else {}
+            if key == "metric" and not v:
+                d.pop("until_stable", None)  # off
+                return
+            if not current and key != "metric":
+                return  # no metric chosen: the rule is off, its numbers are not written
+            current[key] = parse(v)
+            if current[key] is None:
+                del current[key]
+            d["until_stable"] = {k: current[k] for k in UNTIL_STABLE_KEYS if k in current} | {
+                k: v for k, v in current.items() if k not in UNTIL_STABLE_KEYS}
+
+        return write_key
+
+    metric = until.get("metric", "")
+    return Section("Until stable", [Group([
+        Control("f-until_stable-metric", "until_stable.metric", "Send until stable on", write("metric", str),
+                value=metric if isinstance(metric, str) else text(metric), kind="select",
+                choices=[("", "off: send requests per point"), *((m, metric_label(m)) for m in STABLE_METRICS)]),
+        Control("f-until_stable-rel_ci", "until_stable.rel_ci", "95 % interval within ± (fraction of the median)",
+                write("rel_ci", parse_fraction), value=text(until.get("rel_ci")), placeholder="0.05"),
+        Control("f-until_stable-min_requests", "until_stable.min_requests", "At least (requests)",
+                write("min_requests", parse_number), value=text(until.get("min_requests")), placeholder="5"),
+        Control("f-until_stable-max_requests", "until_stable.max_requests", "At most (requests)",
+                write("max_requests", parse_number), value=text(until.get("max_requests")), placeholder="50"),
+    ])], path="until_stable",
+        hint="Instead of a fixed number of requests, keep sending until the metric's 95 % interval is "
+             "this narrow, or until the most requests were sent.")
 
 
 def _exclusions(data):
@@ -393,7 +442,7 @@ class SpecForm:
         self.catalog = catalog
         self.sections = [
             _basics(data, catalog), _methods(data, catalog), _workloads(data, catalog), _load(data),
-            _exclusions(data), _options(data),
+            _until_stable(data), _exclusions(data), _options(data),
         ]
 
     def controls(self):

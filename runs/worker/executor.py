@@ -27,10 +27,11 @@ from benchmarks.models import FailureKind, SweepStatus, WorkloadKind
 from runs.lifecycle import refresh_sweep_status
 from runs.models import PointStatus, RunEventKind, RunStatus
 from runs.worker.store import RunStore
-from sweepcore import failures, loadgen, prompts, telemetry
+from sweepcore import failures, hostload, loadgen, metrics, prompts, telemetry
 from sweepcore.engines import ArgvError, LaunchValues, get_adapter
 from sweepcore.kinds import RequestErrorKind
 from sweepcore.server import NotReady, ServerExited, ServerProcess, free_port, kill_leftover, port_in_use
+from sweepcore.validity import INVALID, PointVerdict, Reason, Thresholds, judge
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +70,73 @@ def point_status(results, server_alive):
     if not results or not sum(r.output_tokens for r in results):
         return PointStatus.FAILED, "no output tokens"
     return PointStatus.OK, ""
+
+
+def stability_note(until, results):
+    """(stable, words) for an ``until_stable`` rule over a load's results so far."""
+    metric, limit = until["metric"], until["rel_ci"]
+    rel, n = metrics.stability(metric, results)
+    stable = rel is not None and n >= until["min_requests"] and rel <= limit
+    spread = f"±{rel * 100:.1f} %" if rel is not None else f"without an interval ({n} completed)"
+    if stable:
+        return True, f"stable: {metric} {spread} after {n} requests (limit ±{limit * 100:g} %)"
+    return False, (f"max_requests: {len(results)} requests sent, {metric} still {spread} "
+                   f"(limit ±{limit * 100:g} %)")
+
+
+def keep_going_until_stable(until):
+    """LoadConfig.keep_going for an ``until_stable`` rule: send while the metric's
+    interval is wider than asked or fewer than min_requests completed."""
+    return lambda results: not stability_note(until, results)[0]
+
+
+def pooled_result(loads):
+    """One LoadResult of several loads sent back to back (the repeats of a point): their
+    requests together, the measured windows added (the pauses between repeats are not
+    measured), the client's own figures over all of them."""
+    if len(loads) == 1:
+        return loads[0]
+    duration = sum(load.duration for load in loads)
+    lags = [lag for load in loads for lag in load.lag_samples_ms]
+    cpu = sum(load.client_cpu_s for load in loads)
+    p99 = metrics.percentile(lags, 99)
+    return loadgen.LoadResult(
+        results=[r for load in loads for r in load.results],
+        duration=duration,
+        start_time=loads[0].start_time,
+        lag_samples_ms=lags,
+        event_loop_lag_p99_ms=p99,
+        client_cpu_s=cpu,
+        client_cpu_fraction=cpu / duration if duration > 0 else 0.0,
+        client_bound=any(load.client_bound for load in loads),
+    )
+
+
+def repeat_figures(load, time_scale=None):
+    """One repeat's own figures, kept in point.extra["repeats"] (model time when simulated)."""
+    summary = load.summary()
+    if time_scale:
+        summary = metrics.to_model_time(summary, time_scale)
+    return {key: summary[key] for key in ("duration", "completed", "output_throughput", "request_throughput",
+                                          "decode_tok_s")}
+
+
+def simulated_time_scale(server_info):
+    """The time scale a simulator reported (simengine's /get_server_info), or None for a
+    real server or one running at real time."""
+    sim = (server_info or {}).get("simengine") or {}
+    scale = sim.get("time_scale")
+    try:
+        scale = float(scale)
+    except (TypeError, ValueError):
+        return None
+    return scale if scale > 0 and scale != 1 else None
+
+
+def forces_length(extra_body):
+    """Whether the engine's request body forces the output length (ignore_eos or a
+    logit_bias that bans the end tokens), so that every request returns max_new_tokens."""
+    return bool(extra_body.get("ignore_eos") or extra_body.get("logit_bias"))
 
 
 def is_local_path(path):
@@ -517,22 +585,50 @@ class RunExecutor:
         note = f"; {len(failed)} of {count} warmup requests failed: {failed[0].error}" if failed else ""
         self.store.event(RunEventKind.WARMUP_DONE, f"{count} warmup request(s), not measured{note}")
 
+    def request_plan(self):
+        """(requests per load, repeats, until_stable or None) from the spec."""
+        until = self.spec.get("until_stable")
+        repeats = max(1, int(self.spec.get("repeats", 1)))
+        count = int(until["max_requests"]) if until else int(self.spec.get("requests_per_point", 1))
+        return count, repeats, until
+
     def measure(self, point):
         self.probe()
         self.store.event(RunEventKind.POINT_STARTED, point_label(point), point=point.pk)
         started = timezone.now()
-        count = int(self.spec.get("requests_per_point", 1))
+        count, repeats, until = self.request_plan()
         try:
-            texts, prompt_tokens = self.prompts_for(point, count)
+            texts, prompt_tokens = self.prompts_for(point, count * repeats)
         except (OSError, ValueError, prompts.TokenizerError) as exc:
             if self.server.process.wait_exit(2.0):  # a refused tokenize call: it may be dying
                 raise ServerDied(f"while sizing prompts: {exc}", point) from None
-            self.store.store_point(point, PointStatus.FAILED, f"could not build the prompt: {exc}", started, None, None)
+            unmeasured = PointVerdict(INVALID, (Reason("no_requests", f"no request was sent: could not build the "
+                                                                     f"prompt: {str(exc)[:200]}", INVALID),))
+            self.store.store_point(point, PointStatus.FAILED, f"could not build the prompt: {exc}", started, None, None,
+                                   evidence=self.evidence(unmeasured, {}, None, "", {}))
             return
         adapter, process = self.adapter, self.server.process
+        scale = simulated_time_scale(self.run.server_info)
         before = adapter.spec_snapshot(self.server.base_url)
         log_start = process.log_size()
-        result = loadgen.run_load_sync(self.load_config(texts, point.max_new_tokens, point.concurrency, count))
+        loads, stops, text_of, sent = [], [], {}, 0
+        host_before = hostload.snapshot()
+        for repeat in range(repeats):
+            chunk = texts[repeat * count:(repeat + 1) * count] or texts
+            config = self.load_config(chunk, point.max_new_tokens, point.concurrency, count)
+            if until:
+                config.keep_going = keep_going_until_stable(until)
+            load = loadgen.run_load_sync(config)
+            for r in load.results:  # the indices of the point's requests continue across repeats
+                text_of[sent + r.index] = chunk[r.index % len(chunk)]
+                r.index += sent
+            sent += len(load.results)  # every index handed out gives one result
+            loads.append(load)
+            stops.append(stability_note(until, load.results)[1] if until else "")
+            if repeat + 1 < repeats and not process.alive():
+                break
+        host_after = hostload.snapshot()
+        result = pooled_result(loads)
         point_log = process.log_since(log_start)
         adapter.relabel_failures(result.results, point_log)
         alive = process.alive()
@@ -547,15 +643,71 @@ class RunExecutor:
             summary.update(adapter.server_reported(point_log, self.run.method))
             notes = [self.token_count_note(point, prompt_tokens, result)]
             if not adapter.streams_usage:
-                notes += self.check_token_counts(adapter, point, texts, prompt_tokens, result, summary)
+                notes += self.check_token_counts(adapter, point, text_of, prompt_tokens, result, summary)
             reason = "; ".join(note for note in notes if note)
-        self.store.store_point(point, status, reason, started, result, summary, prompt_tokens)
-        self.store.event(RunEventKind.POINT_FINISHED, f"{point_label(point)}: {status}", point=point.pk, status=status)
+        host = self.host_load(host_before, host_after)
+        extra_body = adapter.extra_body(point.max_new_tokens, self.run.server_info)
+        verdict = judge(
+            result.results, summary,
+            thresholds=Thresholds.from_mapping(settings.SWEEPLAB_VALIDITY),
+            client_cpu_share=result.client_cpu_fraction,
+            host=host,
+            asked_output_tokens=point.max_new_tokens if forces_length(extra_body) else None,
+            asked_prompt_tokens=point.prompt_tokens,
+            server_prompt_tokens=[r.prompt_tokens for r in result.results if r.prompt_tokens is not None],
+        )
+        if repeats > 1:
+            summary["repeats"] = [repeat_figures(load, scale) for load in loads]
+        stored = metrics.to_model_time(summary, scale) if scale else summary
+        evidence = self.evidence(verdict, stored.get("intervals") or {}, scale,
+                                 self.stop_reason(count, repeats, until, stops), host)
+        self.store.store_point(point, status, reason, started, result, stored, prompt_tokens, evidence=evidence)
+        self.store.event(RunEventKind.POINT_FINISHED, f"{point_label(point)}: {status}, {verdict.validity}",
+                         point=point.pk, status=status, validity=verdict.validity)
         if status == PointStatus.CRASHED:
             # Its requests are stored as evidence; the reason gets the cause from the log.
             raise ServerDied(reason, point=point)
 
-    def check_token_counts(self, adapter, point, texts, prompt_tokens, result, summary):
+    @staticmethod
+    def evidence(verdict, intervals, scale, stop_reason, host):
+        """The point's evidence fields, as RunStore.store_point takes them."""
+        return {
+            "validity": verdict.validity,
+            "validity_reasons": verdict.reasons_json(),
+            "intervals": intervals,
+            "simulated_time_scale": scale,
+            "stop_reason": stop_reason[:300],
+            "host_load": host,
+        }
+
+    @staticmethod
+    def stop_reason(count, repeats, until, stops):
+        """Why the point stopped sending, in words."""
+        if not until:
+            return f"requests_per_point: {count}" if repeats == 1 else f"{repeats} repeats of {count} requests"
+        if repeats == 1:
+            return stops[0]
+        return f"{len(stops)} repeats, each until stable: " + "; ".join(stops)
+
+    def host_load(self, before, after):
+        """What else ran beside the measurement (sweepcore.hostload): processes other than
+        this worker and the server's process group; on a GPU host, foreign processes on
+        the run's GPUs, or why they could not be looked at."""
+        own_pids, own_pgids = {os.getpid()}, {self.server.process.pid}
+        gpu_foreign, gpu_check = None, None
+        if self.server.gpus:
+            try:
+                with telemetry.Nvml() as nvml:
+                    gpu_foreign = hostload.gpu_foreign(nvml, self.server.gpus, own_pgids=own_pgids, own_pids=own_pids)
+            except telemetry.NvmlUnavailable as exc:
+                gpu_check = f"the run's GPUs were not checked for other processes: {exc}"
+        load = hostload.host_load(before, after, own_pids=own_pids, own_pgids=own_pgids,
+                                  gpu_foreign=gpu_foreign).as_dict()
+        if gpu_check:
+            load["gpu_check"] = gpu_check
+        return load
+
+    def check_token_counts(self, adapter, point, text_of, prompt_tokens, result, summary):
         """The stream carried no token counts, so they were counted from its chunks:
         repeat the last measured request without streaming (the same body, so the same
         answer) and compare with the server's own usage, output and prompt. Returns
@@ -563,7 +715,7 @@ class RunExecutor:
         last = result.results[-1]
         try:
             server_prompt, server_output = adapter.check_counts(
-                self.server.base_url, self.run.sweep.llm.name, texts[last.index % len(texts)], point.max_new_tokens,
+                self.server.base_url, self.run.sweep.llm.name, text_of[last.index], point.max_new_tokens,
                 adapter.extra_body(point.max_new_tokens, self.run.server_info),
             )
         except (OSError, ValueError) as exc:  # requests' errors are OSErrors

@@ -16,6 +16,12 @@ from django.utils import timezone
 from benchmarks.models import FailureKind, Host, KnownFailure, Sweep, SweepStatus
 from runs.models import Point, PointStatus, RequestRecord, Run, RunEvent, RunEventKind, RunStatus, TelemetrySample
 from sweepcore import metrics
+from sweepcore.kinds import Validity
+
+#: What backs a point's numbers, stored beside them by `RunStore.store_point`.
+EVIDENCE_FIELDS = ("validity", "validity_reasons", "intervals", "simulated_time_scale", "stop_reason", "host_load")
+NO_EVIDENCE = {"validity": "", "validity_reasons": [], "intervals": {}, "simulated_time_scale": None,
+               "stop_reason": "", "host_load": {}}
 
 
 def stale_after():
@@ -127,6 +133,11 @@ class RunStore:
                 status=PointStatus.CRASHED, reason=f"the server died during this point: {cause}",
                 finished_at=timezone.now(),
             )
+            # Judged already when its requests were stored; otherwise there is nothing to judge.
+            Point.objects.filter(pk=point.pk, validity="").update(
+                validity=Validity.INVALID,
+                validity_reasons=[{"code": "crashed", "message": f"the server died during this point: {cause}"[:500]}],
+            )
         self.points_not_run(f"server died during {where}: {cause}")
         self.event(RunEventKind.CRASHED, cause, failure_kind=failure.kind, lines=list(failure.lines))
         self.finish(RunStatus.CRASHED, failure_kind=failure.kind, failure_cause=cause,
@@ -135,7 +146,7 @@ class RunStore:
     def prepare_retry(self):
         """Another launch measures again what the last one crashed in or never reached."""
         Point.objects.filter(run_id=self.run_id, status__in=[PointStatus.CRASHED, PointStatus.NOT_RUN]).update(
-            status=PointStatus.PLANNED, reason=""
+            status=PointStatus.PLANNED, reason="", **NO_EVIDENCE
         )
         self.set_run(status=RunStatus.STARTING, failure_kind="", failure_cause="", failure_log="")
 
@@ -186,13 +197,22 @@ class RunStore:
     def skip_point(self, point, reason):
         Point.objects.filter(pk=point.pk).update(status=PointStatus.SKIPPED, reason=reason)
 
-    def store_point(self, point, status, reason, started, result, summary, prompt_tokens=None):
+    def store_point(self, point, status, reason, started, result, summary, prompt_tokens=None, evidence=None):
         """Upsert the measured point with its metrics (`summary`: what sweepcore.metrics
-        summarized; keys that are no column go to `extra`) and replace its request records."""
+        summarized; keys that are no column go to `extra`; its intervals are in
+        `evidence`) and replace its request records. `evidence`: the point's verdict and
+        what backs it, {validity, validity_reasons, intervals, simulated_time_scale,
+        stop_reason, host_load} (see RunExecutor.evidence)."""
         fields = {"status": status, "reason": reason, "started_at": started, "finished_at": timezone.now(),
                   "actual_prompt_tokens": prompt_tokens}
+        for key, value in (evidence or {}).items():
+            if key not in EVIDENCE_FIELDS:
+                raise ValueError(f"not a point evidence field: {key!r}")
+            fields[key] = jsonable(value) if isinstance(value, (dict, list)) else value
         extra = {}
         for key, value in (summary or {}).items():
+            if key == "intervals":  # stored with the evidence
+                continue
             if key in metrics.FIELDS or key == "errors":  # errors: a mapping with a column of its own
                 fields[key] = value
             else:

@@ -46,6 +46,8 @@ The mapping (docs/metrics.md defines our fields; README "Importing results" has 
   ``http_status`` and ``spec_verify_ct`` are not in these files and stay empty.  The
   point's ``decode_tok_s`` (no file has it) is computed from these records by
   ``sweepcore.metrics`` and listed in ``extra.computed_from_requests``.
+* Every point gets a verdict (``validity``, ``validity_reasons``: sweepcore.validity) from
+  what the file has, and, with request records, the ``intervals`` of its medians.
 
 Points and runs
 ---------------
@@ -75,6 +77,7 @@ from sweepcore.importers.common import (
     ImportFileError,
     ImportRefused,
     decode,
+    give_verdict,
     load_documents,
 )
 
@@ -131,6 +134,8 @@ def parse(filename: str, text: str, fmt: str | None = None) -> ImportedFile:
     result = PARSERS[fmt](filename, text)
     if not result.points:
         raise ImportFileError(f"{filename}: no results in the file")
+    for point in result.points:
+        give_verdict(point)
     return result
 
 

@@ -368,6 +368,22 @@ def fill_from_requests(metrics: dict, extra: dict, records: list[ImportedRequest
         extra["computed_from_requests"] = computed
 
 
+def give_verdict(point: "ImportedPoint") -> None:
+    """The imported point's verdict (sweepcore.validity) and intervals, judged on what the
+    file has: its request records when it has them, else its figures. A file records
+    neither the host's load nor the client's, so those rules cannot apply; nor are the
+    asked lengths known (a random dataset's lengths vary by design)."""
+    from sweepcore.validity import judge
+
+    records = None
+    if point.requests:
+        records = [dict(vars(r), send_time=r.send_time if r.send_time is not None else 0.0) for r in point.requests]
+        point.metrics["intervals"] = metrics_lib.summarize(records, point.metrics.get("duration"))["intervals"]
+    verdict = judge(records, point.metrics)
+    point.metrics["validity"] = verdict.validity
+    point.metrics["validity_reasons"] = verdict.reasons_json()
+
+
 def same_prompt_length(records: list[ImportedRequest]) -> int | None:
     lengths = {r.prompt_tokens for r in records}
     return lengths.pop() if len(lengths) == 1 and None not in lengths else None

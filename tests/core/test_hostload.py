@@ -18,7 +18,7 @@ def snap(at, procs, total=0, steal=0, load=(0.5, 0.4, 0.3)):
 
 def test_parse_stat_reads_a_name_with_spaces_and_parentheses():
     line = "4242 (my (odd) name) R 1 4242 4242 0 -1 4194304 0 0 0 0 150 25 10 5 20 0 1 0 100 0 0"
-    assert hostload.parse_stat(line) == ("my (odd) name", 4242, 175)  # utime + stime, not the children's
+    assert hostload.parse_stat(line) == ("my (odd) name", 4242, 175, 100)  # utime + stime, not the children's
     assert hostload.parse_stat("garbage") is None
 
 
@@ -79,3 +79,10 @@ def test_gpu_foreign_lists_other_processes_on_the_runs_gpus_with_their_utilisati
                     {1: {999_999_991: 37.0}})
     found = hostload.gpu_foreign(nvml, [0, 1], own_pids={own})
     assert [(p.pid, p.gpu_index, p.gpu_util_pct, p.name) for p in found] == [(999_999_991, 1, 37.0, "pid 999999991")]
+
+
+def test_a_process_whose_name_changed_is_still_the_same_process_by_its_start_time():
+    before = snap(0.0, [ProcCpu(30, "worker-a", 30, 5000, started=777)])
+    after = snap(1.0, [ProcCpu(30, "worker-b", 30, 5040, started=777)])
+    load = hostload.host_load(before, after, clock_ticks=100)
+    assert [(p.name, p.cores) for p in load.foreign] == [("worker-b", 0.4)]

@@ -192,3 +192,62 @@ def test_a_missing_file_is_named(tmp_path):
     with pytest.raises(SpecError) as exc:
         load_spec_file(tmp_path / "nope.yaml", demo_catalog())
     assert str(exc.value) == f"{tmp_path / 'nope.yaml'}: no such file"
+
+
+# --- repeats and until_stable -------------------------------------------------------------
+
+
+def test_repeats_defaults_to_one_and_until_stable_to_none():
+    spec = validate(load_yaml(BASE), demo_catalog())
+    assert spec.repeats == 1
+    assert spec.until_stable is None
+    assert spec.to_dict()["repeats"] == 1
+    assert "until_stable" not in spec.to_dict()
+
+
+def test_repeats_and_until_stable_are_kept_and_round_trip_through_yaml():
+    text = with_line("repeats: 3\nuntil_stable: {metric: median_tpot_ms, rel_ci: 0.1, min_requests: 6, max_requests: 40}")
+    spec = validate(load_yaml(text), demo_catalog())
+    assert spec.repeats == 3
+    assert spec.until_stable == {"metric": "median_tpot_ms", "rel_ci": 0.1, "min_requests": 6, "max_requests": 40}
+    dumped = dump_yaml(spec.to_dict())
+    assert "until_stable: {metric: median_tpot_ms, rel_ci: 0.1, min_requests: 6, max_requests: 40}" in dumped
+    again = validate(load_yaml(dumped), demo_catalog())
+    assert again == spec
+    assert dump_yaml(again.to_dict()) == dumped
+
+
+def test_until_stable_min_requests_may_equal_max_requests():
+    text = with_line("until_stable: {metric: decode_tok_s, rel_ci: 0.05, min_requests: 8, max_requests: 8}")
+    assert validate(load_yaml(text), demo_catalog()).until_stable["max_requests"] == 8
+
+
+@pytest.mark.parametrize(
+    "line, messages",
+    [
+        ("repeats: 0", ["repeats: expected a positive integer, got 0"]),
+        ("repeats: twice", ["repeats: expected a positive integer, got 'twice'"]),
+        ("until_stable: 0.05", ["until_stable: expected a mapping such as {metric: decode_tok_s, rel_ci: 0.05, "
+                                "min_requests: 5, max_requests: 50}, got 0.05"]),
+        ("until_stable: {metric: output_throughput, rel_ci: 0.05, min_requests: 5, max_requests: 50}",
+         ["until_stable.metric: expected one of decode_tok_s, median_ttft_ms, median_tpot_ms, median_e2el_ms, "
+          "got 'output_throughput'"]),
+        ("until_stable: {metric: decode_tok_s, rel_ci: 0, min_requests: 5, max_requests: 50}",
+         ["until_stable.rel_ci: expected a fraction of the median between 0 and 1 (0.05 for ±5 %), got 0"]),
+        ("until_stable: {metric: decode_tok_s, rel_ci: 5, min_requests: 5, max_requests: 50}",
+         ["until_stable.rel_ci: expected a fraction of the median between 0 and 1 (0.05 for ±5 %), got 5"]),
+        ("until_stable: {metric: decode_tok_s, rel_ci: 1.0, min_requests: 5, max_requests: 50}",
+         ["until_stable.rel_ci: expected a fraction of the median between 0 and 1 (0.05 for ±5 %), got 1.0"]),
+        ("until_stable: {metric: decode_tok_s, rel_ci: 0.05, min_requests: 0, max_requests: 50}",
+         ["until_stable.min_requests: expected a positive integer, got 0"]),
+        ("until_stable: {metric: decode_tok_s, rel_ci: 0.05, min_requests: 10, max_requests: 9}",
+         ["until_stable.max_requests: expected at least min_requests (10), got 9"]),
+        ("until_stable: {metric: decode_tok_s, rel_ci: 0.05, min_requests: 5}",
+         ["until_stable.max_requests: required (as in {metric: decode_tok_s, rel_ci: 0.05, min_requests: 5, "
+          "max_requests: 50})"]),
+        ("until_stable: {metric: decode_tok_s, rel_ci: 0.05, min_requests: 5, max_requests: 50, max_seconds: 9}",
+         ["until_stable.max_seconds: unknown field; expected one of metric, rel_ci, min_requests, max_requests"]),
+    ],
+)
+def test_it_rejects_bad_repeats_and_until_stable(line, messages):
+    assert errors_of(with_line(line)) == messages

@@ -232,3 +232,24 @@ def test_the_builder_partials_take_what_the_builder_takes(catalog, make_user):
     token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page).group(1)
     ok = strict.post(reverse("sweep-builder-preview"), {**posted(page), "csrfmiddlewaretoken": token})
     assert ok.status_code == 200 and "23 runs, 161 points" in ok.content.decode()
+
+
+def test_repeats_and_until_stable_are_set_in_the_form_and_their_errors_shown_on_their_fields(operator, client):
+    html = builder(client)
+    assert 'id="f-repeats"' in html and 'id="f-until_stable-metric"' in html
+    changes = {"f-repeats": "3", "f-until_stable-metric": "decode_tok_s", "f-until_stable-rel_ci": "0.05",
+               "f-until_stable-min_requests": "5", "f-until_stable-max_requests": "40"}
+    data = client.post(reverse("sweep-plan-preview"), posted(html, **changes)).json()
+    assert data["valid"], data["errors"]
+    assert data["data"]["repeats"] == 3
+    assert data["data"]["until_stable"] == {"metric": "decode_tok_s", "rel_ci": 0.05, "min_requests": 5,
+                                            "max_requests": 40}
+    # Drawn again from that data: the values show; turned off, the rule is gone.
+    drawn = builder_from(client, data["data"])
+    assert 'id="f-until_stable-max_requests" name="f-until_stable-max_requests" value="40"' in drawn
+    off = client.post(reverse("sweep-plan-preview"), posted(drawn, **{"f-until_stable-metric": ""})).json()
+    assert "until_stable" not in off["data"] and off["valid"]
+    # A bad bound: the validator's message on the field it names.
+    bad = preview(client, posted(drawn, **{"f-until_stable-max_requests": "2", "f-repeats": "0"}))
+    assert "expected at least min_requests (5), got 2" in slot(bad, "fe-until_stable-max_requests")
+    assert "expected a positive integer, got 0" in slot(bad, "fe-repeats")

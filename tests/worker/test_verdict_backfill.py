@@ -1,0 +1,83 @@
+"""Migration 0009: points measured before verdicts existed get one, from their records or,
+for imported points without records, from their stored columns."""
+
+import importlib
+
+from django.apps import apps
+
+from runs.models import Point, RequestRecord
+from tests.web.sweeps import add_run, make_sweep
+
+backfill = importlib.import_module("runs.migrations.0009_point_verdicts_backfill").backfill
+
+
+def record(point, index, *, gap=0.02, tokens=64, error_kind=""):
+    """A request that decoded `tokens` tokens one per chunk, `gap` seconds apart."""
+    offsets = [0.1 + i * gap for i in range(tokens)] if not error_kind else []
+    return RequestRecord(point=point, index=index, send_time=1000.0 + index, chunk_offsets=offsets,
+                         chunk_tokens=[1] * len(offsets), prompt_tokens=20, output_tokens=len(offsets),
+                         token_count_source="server_cumulative", error_kind=error_kind,
+                         error="boom" if error_kind else "")
+
+
+def test_measured_points_get_a_verdict_and_intervals_from_their_records(catalog):
+    run = add_run(make_sweep(), 0, "autoregressive", {}, 1, statuses={1: "failed", 2: "skipped"}, duration=9.0,
+                  completed=8, failed=0)
+    ok, failed, skipped = run.points.order_by("position")
+    RequestRecord.objects.bulk_create(record(ok, i, gap=0.02 + i * 0.0001, tokens=256) for i in range(8))
+    RequestRecord.objects.bulk_create([record(failed, 0), *(record(failed, i, error_kind="http_error")
+                                                            for i in (1, 2, 3))])
+    Point.objects.filter(pk=failed.pk).update(completed=1, failed=3, duration=2.0)
+
+    backfill(apps, None)
+
+    ok.refresh_from_db(), failed.refresh_from_db(), skipped.refresh_from_db()
+    assert ok.validity == "valid" and ok.validity_reasons == []
+    lo, hi = ok.intervals["decode_tok_s"]
+    assert lo <= 1 / 0.0204 <= hi and hi < 50  # around the median request's 49 tok/s
+    assert failed.validity == "invalid"
+    assert {r["code"] for r in failed.validity_reasons} >= {"failed_requests", "few_requests"}
+    assert skipped.validity == "" and skipped.validity_reasons == []  # nothing measured
+
+
+def test_an_imported_point_without_records_is_judged_from_its_columns(catalog):
+    run = add_run(make_sweep(), 0, "autoregressive", {}, 1, completed=3, failed=0, duration=12.0,
+                  client_bound=True)
+    point = run.points.order_by("position").first()
+
+    backfill(apps, None)
+
+    point.refresh_from_db()
+    assert point.validity == "invalid"
+    assert [r["code"] for r in point.validity_reasons] == ["client_bound", "few_requests"]
+    assert point.intervals == {}
+
+
+def test_a_crashed_point_without_records_is_invalid_and_says_why(catalog):
+    run = add_run(make_sweep(), 0, "autoregressive", {}, 1, statuses={0: "crashed"})
+    point = run.points.order_by("position").first()
+    backfill(apps, None)
+    point.refresh_from_db()
+    assert point.validity == "invalid" and point.validity_reasons[0]["code"] == "crashed"
+    assert "crashed reason" in point.validity_reasons[0]["message"]
+
+
+def test_an_imported_file_stores_a_verdict_on_every_point(catalog):
+    from benchmarks.models import Engine, Host
+    from runs.imports import import_file
+    from tests.import_samples import SGLANG_FILE, VLLM_FILE
+
+    Host.objects.create(name="h200-box", gpu_model="NVIDIA H200", gpu_count=8, compute_capability="9.0")
+    Engine.objects.create(name="sglang-h200", kind="sglang", argv_template=["python", "-m", "sglang.launch_server"])
+    Engine.objects.create(name="vllm-h200", kind="vllm", argv_template=["vllm", "serve", "{model_path}"])
+
+    for sample in (VLLM_FILE, SGLANG_FILE):
+        result = import_file(sample.name, sample.read_bytes(), host="h200-box")
+        points = list(Point.objects.filter(run__sweep=result.sweep))
+        assert points and all(p.validity in ("valid", "suspect", "invalid") for p in points)
+        for p in points:
+            assert (p.validity == "valid") == (p.validity_reasons == [])
+            if p.completed and p.completed < 5:
+                assert "few_requests" in [r["code"] for r in p.validity_reasons]
+            if p.requests.filter(error_kind="").count() >= 6:
+                assert "decode_tok_s" in p.intervals
