@@ -21,9 +21,9 @@ from runs.lifecycle import (
     launch_sweep,
     plan_spec,
     resume_sweep,
-    sweep_as_dict,
 )
 from runs.models import PointStatus, Run, RunStatus
+from runs.results.exports import sweep_as_dict
 from runs.worker.executor import execute_run
 from sweepcore.spec import SpecError, load_spec_file
 
