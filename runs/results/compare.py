@@ -22,7 +22,7 @@ points' repeats when both have at least ``MIN_REPEATS``, else it is ``insufficie
 """
 
 from runs.models import PointStatus
-from runs.results.charts import MARKER_RADIUS, MARKER_STATUSES, hsl
+from runs.results.charts import INVALID, INVALID_MARKER, MARKER_RADIUS, MARKER_STATUSES, hsl
 from sweepcore.metrics import METRIC_NAMES, higher_is_better, metric_label, metric_unit
 from sweepcore.stats import Verdict, compare_samples
 
@@ -51,10 +51,9 @@ VERDICT_LABELS = {"better": "better than the baseline (significant)", "worse": "
 EXCLUDED = "excluded"
 NO_VALUE = "no_value"
 MISSING = "missing"
-INVALID = "invalid"
 MARKERS = {
     **MARKER_STATUSES,
-    INVALID: ("#6b1f7a", "star", "invalid measurement: never a bar"),
+    INVALID: INVALID_MARKER,
     PointStatus.PLANNED.value: ("#a0a7b0", "circle", "not measured yet"),
     EXCLUDED: ("#9aa3ad", "crossRot", "excluded by a curator: never compared"),
     NO_VALUE: ("#5c6670", "dash", "ok, but this metric was not measured"),
