@@ -199,6 +199,10 @@ class Config:
                 "run": self.run_id, "sweep": self.sweep_id, "color": self.colour}
 
 
+class Configs(list):
+    """The configurations of an answer (a list that can hold what is loaded for them once)."""
+
+
 def load(sweep_id=None, run_ids=None):
     """The configurations and their points: exactly two queries."""
     runs = Run.objects.filter(excluded=False)
@@ -220,7 +224,7 @@ def load(sweep_id=None, run_ids=None):
         # sweeps (last week's and this week's) is exactly what such a selection compares.
         order = {run_id: i for i, run_id in enumerate(run_ids)}
         chosen = sorted(rows, key=lambda r: order[r["id"]])
-    configs = [Config(row) for row in chosen]
+    configs = Configs(Config(row) for row in chosen)
     _disambiguate(configs, chosen)
     by_run = {config.run_id: config for config in configs}
     points = (
@@ -416,21 +420,23 @@ def decode_chart(configs, shapes, many, chart_id="decode_tok_s", title=DECODE_TI
     )
 
 
+def decode_samples(configs):
+    """The per-request decode speeds of every drawable point of these configurations: one
+    query, made once (the overview makes it whether or not it has a speedup chart, so that
+    its query count does not depend on the sweep's methods)."""
+    if not hasattr(configs, "decode_samples"):
+        points = [p for c in configs for p in c.points.values() if _measured(p)]
+        configs.decode_samples = evidence.load_samples(points, "decode_tok_s")
+    return configs.decode_samples
+
+
 def speedup_chart(configs, shapes, many, chart_id="speedup", title=SPEEDUP_TITLE):
     labels = [_point_label(s, many) for s in shapes]
     # The baseline is the autoregressive run of the configuration's own sweep at its TP: in a
     # selection of runs from several sweeps, another sweep's run is no baseline.
     baselines = {(c.sweep_id, c.tp): c for c in configs if c.method == AUTOREGRESSIVE}
     datasets, failures = [], []
-    loaded = {}
-
-    def samples():
-        # The per-request decode speeds of every drawable point: one query, made once.
-        if not loaded:
-            points = [p for c in configs for p in c.points.values() if _measured(p)]
-            loaded["samples"] = evidence.load_samples(points, "decode_tok_s")
-        return loaded["samples"]
-
+    samples = partial(decode_samples, configs)
     for config in configs:
         if config.method == AUTOREGRESSIVE:
             continue
@@ -677,6 +683,8 @@ def build_charts(sweep_id=None, run_ids=None, family=None, chart=None):
     else:
         family = family or OVERVIEW
         chosen = [entry for entry in entries if entry.family == family]
+        if family == OVERVIEW and entries:
+            decode_samples(configs)
     listed = defaultdict(list)
     for entry in entries:
         if entry.family != OVERVIEW:
