@@ -4,7 +4,7 @@ launched, cancelled, resumed and re-run, its status following its runs.
 Runs are enqueued by task name on the host's queue once the transaction commits; nothing
 here imports runs.tasks (the workers' side)."""
 
-from django.db import models, transaction
+from django.db import transaction
 from django.utils import timezone
 
 from benchmarks.catalog import active_quarantines, load_catalog
@@ -244,43 +244,3 @@ def refresh_sweep_status(sweep_id):
 
 class SweepStateError(Exception):
     """The sweep is not in a state that allows this action."""
-
-
-def sweep_as_dict(sweep):
-    """The shape `sweep show --json` and `sweep run --json` print."""
-    sweep.refresh_from_db(fields=["status"])
-    runs = Run.objects.filter(sweep=sweep).order_by("position").prefetch_related(
-        models.Prefetch("points", queryset=Point.objects.select_related("workload").order_by("position"))
-    )
-    return {
-        "sweep": sweep.pk,
-        "status": sweep.status,
-        "runs": [
-            {
-                "method": run.method,
-                "params": run.params,
-                "tp": run.tp,
-                "status": run.status,
-                "failure_kind": run.failure_kind,
-                "failure_cause": run.failure_cause,
-                "points": [
-                    {
-                        "workload": p.workload.name,
-                        "prompt_tokens": p.prompt_tokens,
-                        "concurrency": p.concurrency,
-                        "status": p.status,
-                        "reason": p.reason,
-                        "completed": p.completed,
-                        "failed": p.failed,
-                        "output_throughput": p.output_throughput,
-                        "decode_tok_s": p.decode_tok_s,
-                        "mean_ttft_ms": p.mean_ttft_ms,
-                        "median_tpot_ms": p.median_tpot_ms,
-                        "accept_length": p.accept_length,
-                    }
-                    for p in run.points.all()
-                ],
-            }
-            for run in runs
-        ],
-    }

@@ -12,7 +12,7 @@ invalid spec, with the messages of the CLI.
 
 from ninja import NinjaAPI
 
-from runs.api import imports, results, sweeps
+from runs.api import compare, imports, results, sweeps
 from runs.api.auth import RoleSessionAuth, TokenAuth
 
 
@@ -36,3 +36,4 @@ api = SweeplabAPI(
 api.add_router("", sweeps.router)
 api.add_router("", results.router)
 api.add_router("", imports.router)
+api.add_router("", compare.router)

@@ -5,9 +5,11 @@ from datetime import datetime
 from django.shortcuts import get_object_or_404
 from ninja import Field, Query, Router, Schema
 from ninja.errors import HttpError
+from pydantic import create_model
 
 from runs.api.schemas import DENIED, FILTER_TEXT, ID, INT_FILTER, ErrorOut, Paging, page
 from runs.models import Point, RequestRecord, Run
+from runs.results.evidence import CI_KEYS, EVIDENCE_VALUES, point_evidence
 from sweepcore import metrics
 
 router = Router()
@@ -100,7 +102,12 @@ def _point_schema():
 POINT_METRICS = tuple(_point_schema())
 
 
-class PointOut(Schema):
+class ReasonOut(Schema):
+    code: str
+    message: str
+
+
+class PointBase(Schema):
     id: int
     run: int
     sweep: int
@@ -120,6 +127,21 @@ class PointOut(Schema):
     finished_at: datetime | None
     metrics: dict[str, float | int | None]
     extra: dict
+    # The evidence (runs.results.evidence): verdict, sample size, intervals, simulated time.
+    validity: str = Field(description='"valid", "suspect" or "invalid"; "" until measured (or imported)')
+    validity_reasons: list[ReasonOut]
+    n: int | None = Field(description="completed requests: the sample size of every statistic")
+    simulated_time_scale: float | None = Field(
+        description="measured on a simulator at this × real time, stored in model time; null: real time")
+    stop_reason: str
+
+
+# One "<metric>_ci": [lo, hi] | null per metric with a 95 % interval of its median.
+PointOut = create_model(
+    "PointOut", __base__=PointBase,
+    **{key: (list[float] | None, Field(None, description="95 % interval of the median: [lo, hi]"))
+       for key in CI_KEYS},
+)
 
 
 class PointList(Schema):
@@ -129,7 +151,8 @@ class PointList(Schema):
 
 POINT_VALUES = ("id", "run_id", "run__sweep_id", "run__method", "run__params", "run__tp", "workload__name",
                 "prompt_tokens", "actual_prompt_tokens", "concurrency", "max_new_tokens", "status", "reason",
-                "excluded", "exclude_reason", "is_baseline", "finished_at", "extra")
+                "excluded", "exclude_reason", "is_baseline", "finished_at", "extra",
+                *(v for v in EVIDENCE_VALUES if v not in POINT_METRICS))
 
 
 def point_out(row):
@@ -139,6 +162,7 @@ def point_out(row):
         **{k: row[k] for k in ("prompt_tokens", "actual_prompt_tokens", "concurrency", "max_new_tokens", "status",
                                "reason", "excluded", "exclude_reason", "is_baseline", "finished_at", "extra")},
         "metrics": {m: row[m] for m in POINT_METRICS},
+        **point_evidence(row),
     }
 
 

@@ -34,14 +34,46 @@ unique within the answer); its method, TP, parameters, run and sweep are in ``co
 Values are rounded to 4 significant digits. Line datasets leave their line style (width,
 point radius, no fill, gaps at missing values) to charts.js. Marker datasets carry
 ``status`` and data items ``{"x", "y", "config", "status", "reason"}``.
+
+The evidence of every value (issue 13)
+--------------------------------------
+Every data item of a value dataset (bar and line charts alike; the accept-length lines
+excepted, whose values are means over several points) is an object in the
+chartjs-chart-error-bars format, plus the point's evidence::
+
+    {"x": category label | number, "y": value | null,
+     "yMin": lo | null, "yMax": hi | null,   # 95 % interval of the value (error bar); null: none
+     "validity": "valid" | "suspect" | "",   # "" = not judged (imported, or measured before
+                                             # verdicts); draw "suspect" hatched or greyed
+     "reasons": "code: message; ..." ,       # the verdict's reasons, for the tooltip
+     "n": completed requests | null,
+     "simulated": time scale | null}         # not null: the value is in the model's time
+
+The interval of a bar or line value comes from ``Point.intervals`` where the chart's metric
+has one (decode speed, the latency medians); other metrics (p99, mean TTFT, throughput)
+have ``yMin`` = ``yMax`` = null. An ``invalid`` point is never a value: its ``y`` is null
+and it is a marker of status ``"invalid"`` (legend included) whose ``reason`` is its
+reasons. A speedup item also carries the test of the two points' per-request decode
+speeds (sweepcore.stats: ``yMin``/``yMax`` = the 95 % bootstrap interval of the ratio of
+medians)::
+
+    {..., "verdict": "better" | "worse" | "same" | "insufficient",
+     "pValue": p | null, "verdictReason": "within noise: ±3.1 % (...)" | "...",
+     "baselineN": n of the autoregressive point | null}
+
+Its ``validity`` is the worse of the two points' (a suspect baseline makes a suspect
+speedup) and its ``reasons`` name which side each reason belongs to. The "valid only"
+toggle hides items whose ``validity`` is not "valid".
 """
 
 from collections import defaultdict, namedtuple
 from functools import partial
 
-from runs.models import Point, PointStatus, Run
+from runs.models import Point, PointStatus, Run, Validity
+from runs.results import evidence
 from sweepcore.methods import AUTOREGRESSIVE, METHODS, config_label
 from sweepcore.metrics import metric_label
+from sweepcore.stats import compare_samples, ratio_ci
 
 # -- The palette: one place. A hue per method (sweepcore.methods); shades per parameter value / TP.
 
@@ -59,9 +91,14 @@ MARKER_STATUSES = {
 }
 NO_BASELINE = "no_baseline"
 NO_BASELINE_MARKER = ("#5c6670", "dash", "no ok autoregressive baseline in the same sweep at this TP and point")
+# A measured point whose verdict is invalid: a marker with its reasons, never a bar.
+INVALID = "invalid"
+INVALID_MARKER = ("#6b1f7a", "star", "invalid measurement: its number cannot be trusted, never drawn as a value")
+EXTRA_MARKERS = {NO_BASELINE: NO_BASELINE_MARKER, INVALID: INVALID_MARKER}
 MARKER_RADIUS = 7
 
 POINT_FIELDS = (
+    "id",
     "run_id",
     "workload__name",
     "prompt_tokens",
@@ -77,6 +114,11 @@ POINT_FIELDS = (
     "median_itl_ms",
     "p99_itl_ms",
     "accept_length",
+    "validity",
+    "validity_reasons",
+    "intervals",
+    "completed",
+    "simulated_time_scale",
 )
 LATENCY_SERIES = (
     ("median_tpot_ms", "TPOT median"),
@@ -157,6 +199,10 @@ class Config:
                 "run": self.run_id, "sweep": self.sweep_id, "color": self.colour}
 
 
+class Configs(list):
+    """The configurations of an answer (a list that can hold what is loaded for them once)."""
+
+
 def load(sweep_id=None, run_ids=None):
     """The configurations and their points: exactly two queries."""
     runs = Run.objects.filter(excluded=False)
@@ -178,7 +224,7 @@ def load(sweep_id=None, run_ids=None):
         # sweeps (last week's and this week's) is exactly what such a selection compares.
         order = {run_id: i for i, run_id in enumerate(run_ids)}
         chosen = sorted(rows, key=lambda r: order[r["id"]])
-    configs = [Config(row) for row in chosen]
+    configs = Configs(Config(row) for row in chosen)
     _disambiguate(configs, chosen)
     by_run = {config.run_id: config for config in configs}
     points = (
@@ -226,6 +272,11 @@ def _is_ok(point):
     return point is not None and point["status"] == PointStatus.OK
 
 
+def _measured(point):
+    """An ok point whose number may be drawn: not invalid."""
+    return _is_ok(point) and point["validity"] != Validity.INVALID
+
+
 def significant(value, digits=4):
     """``value`` rounded to ``digits`` significant digits (None stays None)."""
     if value is None:
@@ -234,7 +285,24 @@ def significant(value, digits=4):
 
 
 def _ok_value(point, field):
-    return significant(point[field]) if _is_ok(point) else None
+    return significant(point[field]) if _measured(point) else None
+
+
+def _evidence(point):
+    """The evidence keys of a data item (see the module docstring)."""
+    if point is None:
+        return {"validity": "", "reasons": "", "n": None, "simulated": None}
+    return {"validity": point["validity"] if point["validity"] != Validity.INVALID else "",
+            "reasons": evidence.reasons_text(point["validity_reasons"]), "n": point["completed"],
+            "simulated": point["simulated_time_scale"]}
+
+
+def _item(x, point, field):
+    """A value data item: the point's value of ``field`` with its interval and evidence."""
+    value = _ok_value(point, field) if point is not None else None
+    ci = evidence.interval(point["intervals"], field) if value is not None else None
+    return {"x": x, "y": value, "yMin": significant(ci[0]) if ci else None,
+            "yMax": significant(ci[1]) if ci else None, **_evidence(point)}
 
 
 def _markers(entries, y=0):
@@ -243,7 +311,7 @@ def _markers(entries, y=0):
     for x, label, status, reason in entries:
         by_status[status].append({"x": x, "y": y, "config": label, "status": status, "reason": reason})
     datasets = []
-    for status, (colour, style, meaning) in {**MARKER_STATUSES, NO_BASELINE: NO_BASELINE_MARKER}.items():
+    for status, (colour, style, meaning) in {**MARKER_STATUSES, **EXTRA_MARKERS}.items():
         if by_status.get(status):
             datasets.append({
                 "kind": "marker",
@@ -264,13 +332,18 @@ def _markers(entries, y=0):
 def _status_label(status):
     if status == NO_BASELINE:
         return "No baseline"
+    if status == INVALID:
+        return "Invalid"
     return str(PointStatus(status).label)
 
 
 def _failure(point):
-    """(status, reason) when a point has no measurement because it failed; else None."""
+    """(status, reason) when a point has no value to draw: it failed, or its measurement is
+    invalid (the reason is then its verdict's reasons); else None."""
     if point is not None and point["status"] in MARKER_STATUSES:
         return point["status"], point["reason"] or _status_label(point["status"])
+    if _is_ok(point) and point["validity"] == Validity.INVALID:
+        return INVALID, evidence.reasons_text(point["validity_reasons"]) or INVALID_MARKER[2]
     return None
 
 
@@ -278,7 +351,7 @@ def legend():
     return [
         {"status": status, "label": _status_label(status), "meaning": meaning,
          "pointStyle": style, "color": colour}
-        for status, (colour, style, meaning) in {**MARKER_STATUSES, NO_BASELINE: NO_BASELINE_MARKER}.items()
+        for status, (colour, style, meaning) in {**MARKER_STATUSES, **EXTRA_MARKERS}.items()
     ]
 
 
@@ -336,7 +409,7 @@ def decode_chart(configs, shapes, many, chart_id="decode_tok_s", title=DECODE_TI
         data = []
         for shape, label in zip(shapes, labels):
             point = config.points.get(shape)
-            data.append(_ok_value(point, "decode_tok_s"))
+            data.append(_item(label, point, "decode_tok_s"))
             failure = _failure(point)
             if failure:
                 failures.append((label, config.label, *failure))
@@ -347,12 +420,23 @@ def decode_chart(configs, shapes, many, chart_id="decode_tok_s", title=DECODE_TI
     )
 
 
+def decode_samples(configs):
+    """The per-request decode speeds of every drawable point of these configurations: one
+    query, made once (the overview makes it whether or not it has a speedup chart, so that
+    its query count does not depend on the sweep's methods)."""
+    if not hasattr(configs, "decode_samples"):
+        points = [p for c in configs for p in c.points.values() if _measured(p)]
+        configs.decode_samples = evidence.load_samples(points, "decode_tok_s")
+    return configs.decode_samples
+
+
 def speedup_chart(configs, shapes, many, chart_id="speedup", title=SPEEDUP_TITLE):
     labels = [_point_label(s, many) for s in shapes]
     # The baseline is the autoregressive run of the configuration's own sweep at its TP: in a
     # selection of runs from several sweeps, another sweep's run is no baseline.
     baselines = {(c.sweep_id, c.tp): c for c in configs if c.method == AUTOREGRESSIVE}
     datasets, failures = [], []
+    samples = partial(decode_samples, configs)
     for config in configs:
         if config.method == AUTOREGRESSIVE:
             continue
@@ -361,14 +445,15 @@ def speedup_chart(configs, shapes, many, chart_id="speedup", title=SPEEDUP_TITLE
         for shape, label in zip(shapes, labels):
             point = config.points.get(shape)
             base = baseline.points.get(shape) if baseline else None
-            value = None
-            if _is_ok(point) and _is_ok(base) and point["decode_tok_s"] and base["decode_tok_s"]:
-                value = significant(point["decode_tok_s"] / base["decode_tok_s"])
-            data.append(value)
+            item = {"x": label, "y": None, "yMin": None, "yMax": None, **_evidence(point), "verdict": None,
+                    "pValue": None, "verdictReason": "", "baselineN": None}
+            if _measured(point) and _measured(base) and point["decode_tok_s"] and base["decode_tok_s"]:
+                item.update(_speedup(point, base, samples(), baseline.label))
+            data.append(item)
             failure = _failure(point)
             if failure:
                 failures.append((label, config.label, *failure))
-            elif _is_ok(point) and value is None:
+            elif _is_ok(point) and item["y"] is None:
                 if baseline is None:
                     why = f"no autoregressive run at TP{config.tp} in sweep #{config.sweep_id}"
                 elif base is None:
@@ -377,6 +462,8 @@ def speedup_chart(configs, shapes, many, chart_id="speedup", title=SPEEDUP_TITLE
                     detail = "no decode speed" if _is_ok(base) else base["status"]
                     if base["status"] in MARKER_STATUSES:
                         detail = base["reason"] or _status_label(base["status"])
+                    elif _is_ok(base) and base["validity"] == Validity.INVALID:
+                        detail = "invalid: " + (evidence.reasons_text(base["validity_reasons"]) or "no reason stored")
                     why = f"{baseline.label} is not ok here: {detail}"
                 failures.append((label, config.label, NO_BASELINE, why))
         datasets.append(config.dataset("bar", data))
@@ -384,6 +471,33 @@ def speedup_chart(configs, shapes, many, chart_id="speedup", title=SPEEDUP_TITLE
         chart_id, "bar", title, "workload and prompt length (tokens)", "speedup (×)",
         datasets + _markers(failures), labels=labels, baseline=1.0,
     )
+
+
+def _speedup(point, base, samples, baseline_label):
+    """The speedup of ``point`` over the autoregressive ``base``: its value, the 95 %
+    interval of the ratio of their medians and the significance test of their per-request
+    decode speeds (the data item keys of the module docstring)."""
+    a, b = samples.get(base["id"], []), samples.get(point["id"], [])
+    interval = ratio_ci(a, b)
+    valid = (base["validity"] == Validity.VALID, point["validity"] == Validity.VALID)
+    unjudged = [f"{name} is {side['validity'] or 'not judged'}"
+                for name, side, ok in (("the baseline", base, valid[0]), ("this point", point, valid[1])) if not ok]
+    found = compare_samples(a, b, higher_is_better=True, alpha=evidence.alpha(), min_requests=evidence.min_requests(),
+                            baseline_valid=valid[0], value_valid=valid[1], not_valid_reason="; ".join(unjudged))
+    validity = "suspect" if Validity.SUSPECT in (base["validity"], point["validity"]) else (
+        "valid" if all(valid) else "")
+    reasons = []
+    for prefix, side in (("", point), (f"baseline {baseline_label}: ", base)):
+        text = evidence.reasons_text(side["validity_reasons"])
+        if text:
+            reasons.append(prefix + text)
+    return {
+        "y": significant(point["decode_tok_s"] / base["decode_tok_s"]),
+        "yMin": significant(interval[0]) if interval else None,
+        "yMax": significant(interval[1]) if interval else None,
+        "validity": validity, "reasons": "; ".join(reasons), "verdict": found.verdict, "pValue": found.p_value,
+        "verdictReason": found.reason, "baselineN": base["completed"],
+    }
 
 
 def _line_per_config(configs, xs_of, field):
@@ -395,7 +509,7 @@ def _line_per_config(configs, xs_of, field):
             point = config.points.get(shape)
             if point is None:
                 continue
-            data.append({"x": x, "y": _ok_value(point, field)})
+            data.append(_item(x, point, field))
             failure = _failure(point)
             if failure:
                 failures.append((x, config.label, *failure))
@@ -438,7 +552,8 @@ def latency_chart(configs, shape, chart_id, title):
         point = config.points.get(shape)
         if point is None:
             continue
-        datasets.append(config.dataset("bar", [_ok_value(point, field) for field, _ in LATENCY_SERIES]))
+        datasets.append(config.dataset("bar", [_item(label, point, field)
+                                               for (field, _), label in zip(LATENCY_SERIES, labels)]))
         failure = _failure(point)
         if failure:
             failures.extend((label, config.label, *failure) for label in labels)
@@ -466,7 +581,7 @@ def _accept_lines(configs, workload):
         points = [p for (w, _, _), p in config.points.items() if w == workload]
         if not points:
             continue
-        values = [p["accept_length"] for p in points if _is_ok(p) and p["accept_length"] is not None]
+        values = [p["accept_length"] for p in points if _measured(p) and p["accept_length"] is not None]
         value = significant(sum(values) / len(values)) if values else None
         failed = [_failure(p) for p in points if _failure(p)]
         failure = failed[0] if value is None and failed else None
@@ -568,6 +683,8 @@ def build_charts(sweep_id=None, run_ids=None, family=None, chart=None):
     else:
         family = family or OVERVIEW
         chosen = [entry for entry in entries if entry.family == family]
+        if family == OVERVIEW and entries:
+            decode_samples(configs)
     listed = defaultdict(list)
     for entry in entries:
         if entry.family != OVERVIEW:

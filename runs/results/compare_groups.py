@@ -1,8 +1,12 @@
 """The groups the compare page sets side by side (runs.results.compare matches them): the
-points of two or more sweeps, or of two or more runs, read in one query."""
+points of two or more sweeps, or of two or more runs, read in one query, with their
+evidence; and the per-request samples of the metric of every ok point that can be compared
+(valid, not excluded), read in one more query."""
 
 from benchmarks.models import Sweep
-from runs.models import Point, Run
+from runs.models import Point, PointStatus, Run, Validity
+from runs.results.evidence import EVIDENCE_VALUES, load_samples, repeat_values
+from sweepcore.metrics import request_samples
 
 
 class MissingSelection(ValueError):
@@ -12,14 +16,20 @@ class MissingSelection(ValueError):
 COMPARE_POINT_FIELDS = (
     "run_id", "run__sweep_id", "run__method", "run__params", "run__params_key", "run__tp", "run__attempt",
     "workload__name", "prompt_tokens", "concurrency", "status", "reason", "excluded", "exclude_reason",
-    "run__excluded", "run__exclude_reason",
+    "run__excluded", "run__exclude_reason", "id", *EVIDENCE_VALUES,
 )
 
 
 def compare_points(queryset, metric):
-    rows = queryset.order_by("run__position", "run_id", "position").values(*COMPARE_POINT_FIELDS, metric)
-    return [
+    """The points of a queryset as compare dicts (runs.results.compare), with ``samples``
+    (per-request values of ``metric``, or None for a metric without them) and ``repeats``."""
+    per_request = request_samples(metric, []) is not None
+    fields = COMPARE_POINT_FIELDS + (() if per_request else ("extra__repeats",))
+    rows = queryset.order_by("run__position", "run_id", "position").values(*fields, metric)
+    points = [
         {
+            "id": r["id"], **{k: r[k] for k in EVIDENCE_VALUES},
+            "repeats": [] if per_request else repeat_values({"repeats": r["extra__repeats"]}, metric),
             "run_id": r["run_id"], "sweep_id": r["run__sweep_id"], "method": r["run__method"],
             "params": r["run__params"], "params_key": r["run__params_key"], "tp": r["run__tp"],
             "attempt": r["run__attempt"], "workload": r["workload__name"], "prompt_tokens": r["prompt_tokens"],
@@ -31,7 +41,12 @@ def compare_points(queryset, metric):
         }
         for r in rows
     ]
-
+    comparable = [p for p in points if p["status"] == PointStatus.OK and p["validity"] == Validity.VALID
+                  and not p["excluded"]]
+    samples = load_samples(comparable, metric) if per_request else {}
+    for point in points:
+        point["samples"] = samples.get(point["id"], []) if per_request else None
+    return points
 
 
 def compare_groups(mode, ids, metric):

@@ -1,15 +1,22 @@
 """Exports of any selection of points: points.csv, points.json and requests.jsonl.
 
 The pages, the API and the admin's export action all answer with :func:`export_response`;
-the columns are the catalog's identity of each point, then ``sweepcore.metrics.FIELDS``.
+the columns are the catalog's identity of each point, then ``sweepcore.metrics.FIELDS``,
+then its evidence (runs.results.evidence): ``validity``, ``validity_reasons``, ``n``, the
+95 % intervals and ``simulated_time_scale``, ``stop_reason``. In points.json an interval
+is ``"<m>_ci": [lo, hi] | null`` and the reasons a list of ``{"code", "message"}``; in
+points.csv an interval is two columns ``<m>_ci_lo``, ``<m>_ci_hi`` and the reasons one
+text ``code: message; code: message``.
 """
 
 import csv
 import json
 
+from django.db.models import Prefetch
 from django.http import JsonResponse, StreamingHttpResponse
 
-from runs.models import Point, RequestRecord
+from runs.models import Point, RequestRecord, Run
+from runs.results.evidence import CI_KEYS, EVIDENCE_KEYS, EVIDENCE_VALUES, point_evidence, reasons_text
 from sweepcore import metrics
 
 EXPORT_KINDS = ("points.csv", "points.json", "requests.jsonl")
@@ -34,8 +41,15 @@ EXPORT_CONFIG_COLUMNS = (
     ("reason", "reason"),
     ("excluded", "excluded"),
 )
-EXPORT_COLUMNS = tuple(name for name, _ in EXPORT_CONFIG_COLUMNS) + metrics.FIELDS
-_EXPORT_LOOKUPS = tuple(lookup for _, lookup in EXPORT_CONFIG_COLUMNS) + metrics.FIELDS
+_BASE_COLUMNS = tuple(name for name, _ in EXPORT_CONFIG_COLUMNS) + metrics.FIELDS
+#: points.json's keys; points.csv has the same but each "<m>_ci" as "<m>_ci_lo", "<m>_ci_hi".
+EXPORT_COLUMNS = _BASE_COLUMNS + EVIDENCE_KEYS
+CSV_COLUMNS = _BASE_COLUMNS + tuple(
+    column for key in EVIDENCE_KEYS for column in ((f"{key}_lo", f"{key}_hi") if key in CI_KEYS else (key,))
+)
+_EXTRA_VALUES = tuple(v for v in EVIDENCE_VALUES if v not in metrics.FIELDS)
+_EXPORT_LOOKUPS = tuple(lookup for _, lookup in EXPORT_CONFIG_COLUMNS) + metrics.FIELDS + _EXTRA_VALUES
+
 
 def export_rows(points_filter):
     """The selected points as dicts keyed by EXPORT_COLUMNS, in plan order: one query."""
@@ -45,8 +59,20 @@ def export_rows(points_filter):
         .values_list(*_EXPORT_LOOKUPS)
         .iterator(chunk_size=2000)
     )
-    for row in rows:
-        yield dict(zip(EXPORT_COLUMNS, row))
+    for values in rows:
+        row = dict(zip(_BASE_COLUMNS + _EXTRA_VALUES, values))
+        evidence = point_evidence(row)
+        yield {**{c: row[c] for c in _BASE_COLUMNS}, **evidence}
+
+
+def csv_row(row):
+    """An export row (export_rows) as points.csv's cells, CSV_COLUMNS order."""
+    flat = dict(row)
+    for key in CI_KEYS:
+        lo_hi = flat.pop(key)
+        flat[f"{key}_lo"], flat[f"{key}_hi"] = lo_hi if lo_hi else (None, None)
+    flat["validity_reasons"] = reasons_text(flat["validity_reasons"])
+    return [_csv_value(flat[c]) for c in CSV_COLUMNS]
 
 
 class _Echo:
@@ -64,9 +90,9 @@ def _csv_value(value):
 
 def _csv_lines(points_filter):
     writer = csv.writer(_Echo())
-    yield writer.writerow(EXPORT_COLUMNS)
+    yield writer.writerow(CSV_COLUMNS)
     for row in export_rows(points_filter):
-        yield writer.writerow([_csv_value(row[c]) for c in EXPORT_COLUMNS])
+        yield writer.writerow(csv_row(row))
 
 
 def _request_lines(points_filter):
@@ -94,3 +120,37 @@ def export_response(kind, points_filter, name, selection):
         response = StreamingHttpResponse(_request_lines(points_filter), content_type="application/jsonl; charset=utf-8")
         response["Content-Disposition"] = f"attachment; filename={name}-requests.jsonl"
     return response
+
+
+# The point fields `sweep show --json` and `sweep run --json` print, before the evidence.
+SHOW_POINT_FIELDS = ("prompt_tokens", "concurrency", "status", "reason", "completed", "failed", "output_throughput",
+                     "decode_tok_s", "mean_ttft_ms", "median_tpot_ms", "accept_length")
+
+
+def sweep_as_dict(sweep):
+    """The shape `sweep show --json` and `sweep run --json` print: the runs in plan order,
+    each with its points and their evidence (runs.results.evidence.point_evidence)."""
+    sweep.refresh_from_db(fields=["status"])
+    runs = Run.objects.filter(sweep=sweep).order_by("position").prefetch_related(
+        Prefetch("points", queryset=Point.objects.select_related("workload").order_by("position"))
+    )
+    return {
+        "sweep": sweep.pk,
+        "status": sweep.status,
+        "runs": [
+            {
+                "method": run.method,
+                "params": run.params,
+                "tp": run.tp,
+                "status": run.status,
+                "failure_kind": run.failure_kind,
+                "failure_cause": run.failure_cause,
+                "points": [
+                    {"workload": p.workload.name, **{f: getattr(p, f) for f in SHOW_POINT_FIELDS},
+                     **point_evidence(p)}
+                    for p in run.points.all()
+                ],
+            }
+            for run in runs
+        ],
+    }

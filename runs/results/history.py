@@ -5,42 +5,46 @@ engine, the method and its parameters (``Run.params_key``), TP, the workload, th
 length, the concurrency and the GPU model of the host (``Host.gpu_model``). Its points are
 the ``ok`` points of that configuration in every sweep, in ``finished_at`` order.
 
-Regression detection (``detect_regressions``): a trailing-window z-score.
+Regression detection (``detect_regressions``): the test the compare page makes
+(runs.results.compare.judge: a two-sided Mann-Whitney U test at
+settings.SWEEPLAB_SIGNIFICANCE_ALPHA), of a point's per-request values against the pooled
+per-request values of its trailing window.
 
-* For point *i*, the *history* is the last ``window`` (default 5) earlier points that are not
-  excluded (point or run excluded by a curator) and have a value. Excluded points are never
-  used as history and are never flagged.
-* With fewer than ``min_history`` (default 3) points of history, point *i* is not judged.
-* Otherwise, with ``mean`` and the population standard deviation ``std`` of the history,
-  ``z = (x_i - mean) / std``. A higher-is-better metric (decode tok/s, throughputs, accept
-  length) is flagged when ``z < -threshold``; a lower-is-better one (latencies ``*_ms``,
-  ``duration``) when ``z > threshold``. ``threshold`` defaults to 3.0.
-* When ``std == 0`` (a perfectly flat history) the z-score is undefined; the relative change
-  ``(x_i - mean) / |mean|`` is used instead, and a change of more than 5 % in the bad
-  direction is flagged (a flat history at 0 flags nothing).
-* A flagged point stays in the history of the later points: a lasting drop becomes the new
+* For point *i*, the *window* is the last ``window`` (default 5) earlier points that are
+  ``valid`` and not excluded (point or run excluded by a curator). Suspect, invalid,
+  unjudged and excluded points never enter a window and are never judged: they are returned
+  with their validity, for drawing.
+* With fewer than ``min_history`` (default 3) valid points in the window, point *i* is
+  ``insufficient data`` (the reason says how many there are); with fewer than
+  ``min_requests`` pooled requests (or, for a metric with one value per measurement,
+  fewer than 4 repeats on a side), too.
+* Otherwise it is ``worse`` (a regression, flagged), ``better`` or ``same`` ("within noise").
+* A flagged point stays in the window of the later points: a lasting drop becomes the new
   normal after ``window`` points instead of flagging forever.
 """
 
 import math
+import statistics
 
 from django.db.models import F, FloatField, Q
 
 from benchmarks.models import LLM, Engine, Host, Workload
-from runs.models import Point, PointStatus, Run
-from sweepcore.metrics import metric_label
+from runs.models import Point, PointStatus, Run, Validity
+from runs.results import evidence
+from runs.results.compare import judge
+from sweepcore.metrics import METRIC_NAMES, metric_label, request_samples
+from sweepcore.stats import Verdict
 
 DEFAULT_WINDOW = 5
-DEFAULT_THRESHOLD = 3.0
+DEFAULT_THRESHOLD = 3.0  # accepted by the query form; the test's level is the significance alpha
 MIN_HISTORY = 3
-ZERO_STD_RELATIVE_CHANGE = 0.05
-METHOD_NAME = "trailing-window z-score"
+METHOD_NAME = "Mann-Whitney U against the trailing window"
 
-# Float columns of Point that are measurements (request_rate is a setting, not a result).
+# Float columns of Point that are measurements (not request_rate, a setting, nor the time scale).
 METRICS = tuple(
     f.name
     for f in Point._meta.get_fields()
-    if isinstance(f, FloatField) and f.name != "request_rate"
+    if isinstance(f, FloatField) and f.name in METRIC_NAMES
 )
 DEFAULT_METRIC = "decode_tok_s"
 
@@ -62,7 +66,9 @@ def series_points(filters, metric):
     concurrency, gpu (``Host.gpu_model``; "" for a CPU host).
 
     Each row: value, finished_at, sweep_id, sweep_name, run_id, engine_version, excluded
-    (point or run excluded), exclude_reason (the point's, else the run's) and is_baseline.
+    (point or run excluded), exclude_reason (the point's, else the run's), is_baseline, the
+    point's evidence (runs.results.evidence.EVIDENCE_VALUES) and ``repeats`` (its per-repeat
+    values of the metric, for a metric without per-request values).
     """
     validate_metric(metric)
     missing = [k for k in ("model", "engine", "method", "tp", "workload", "concurrency") if filters.get(k) in (None, "")]
@@ -98,10 +104,12 @@ def series_points(filters, metric):
         .values(
             "id", "value", "finished_at", "sweep_id", "sweep_name", "run_id", "engine_version",
             "excluded", "exclude_reason", "run_excluded", "run_exclude_reason", "is_baseline",
+            *evidence.EVIDENCE_VALUES, "extra__repeats",
         )
     )
     points = []
     for row in rows:
+        row["repeats"] = evidence.repeat_values({"repeats": row.pop("extra__repeats")}, metric)
         run_excluded = row.pop("run_excluded")
         run_reason = row.pop("run_exclude_reason")
         if row["excluded"]:
@@ -113,44 +121,73 @@ def series_points(filters, metric):
     return points
 
 
-def _item(value):
-    if isinstance(value, dict):
-        return value.get("value"), bool(value.get("excluded"))
-    return value, False
+def attach_samples(points, metric):
+    """Each point's ``samples``: its per-request values of ``metric`` (one query for the
+    valid, not excluded points; [] for the others), or None for a metric without them."""
+    if request_samples(metric, []) is None:
+        for point in points:
+            point["samples"] = None
+        return points
+    usable = [p for p in points if p.get("validity") == Validity.VALID and not p.get("excluded")]
+    samples = evidence.load_samples(usable, metric)
+    for point in points:
+        point["samples"] = samples.get(point["id"], [])
+    return points
 
 
-def detect_regressions(values, window=DEFAULT_WINDOW, threshold=DEFAULT_THRESHOLD, higher_is_better=True,
+def _usable(point):
+    value = point.get("value")
+    return (point.get("validity") == Validity.VALID and not point.get("excluded") and value is not None
+            and not (isinstance(value, float) and math.isnan(value)))
+
+
+def detect_regressions(points, metric, window=DEFAULT_WINDOW, *, alpha=0.05, min_requests=5,
                        min_history=MIN_HISTORY):
-    """Flag regressions in a time-ordered sequence (see the module docstring).
+    """Judge every point of a time-ordered series against its trailing window (see the
+    module docstring). ``points``: dicts with ``value``, ``excluded``, ``validity``,
+    ``samples`` (per-request values, or None for a metric without them) and ``repeats``.
 
-    ``values``: numbers, or dicts with ``value`` and ``excluded``. Returns one dict per flagged
-    point: index, value, mean, std, z (None when std == 0) and change (relative to the mean).
+    Returns one dict per point, in order: ``index``, ``verdict`` ("better", "worse", "same",
+    "insufficient", or None for a point that is not judged: not valid or excluded),
+    ``regression`` (verdict "worse"), ``reason``, ``p_value``, ``diff_pct`` (of the point's
+    median against the window's pooled median), ``window`` (valid points in the window) and
+    ``pooled`` (their requests, or repeats).
     """
-    if window < 1 or threshold <= 0 or min_history < 1:
-        raise ValueError("window and min_history must be >= 1 and threshold > 0")
+    if window < 1 or min_history < 1:
+        raise ValueError("window and min_history must be >= 1")
     history = []
-    flagged = []
-    for index, raw in enumerate(values):
-        value, excluded = _item(raw)
-        if excluded or value is None or (isinstance(value, float) and math.isnan(value)):
+    out = []
+    for index, point in enumerate(points):
+        entry = {"index": index, "verdict": None, "regression": False, "reason": "", "p_value": None,
+                 "diff_pct": None, "window": 0, "pooled": 0}
+        out.append(entry)
+        if not _usable(point):
+            why = "excluded" if point.get("excluded") else f"{point.get('validity') or 'not judged'}"
+            entry["reason"] = f"not judged: {why}; never part of a window"
             continue
         recent = history[-window:]
-        if len(recent) >= min_history:
-            mean = sum(recent) / len(recent)
-            std = math.sqrt(sum((v - mean) ** 2 for v in recent) / len(recent))
-            change = (value - mean) / abs(mean) if mean else None
-            z = None
-            if std > 0:
-                z = (value - mean) / std
-                bad = z < -threshold if higher_is_better else z > threshold
-            elif change is None:
-                bad = False
-            else:
-                bad = change < -ZERO_STD_RELATIVE_CHANGE if higher_is_better else change > ZERO_STD_RELATIVE_CHANGE
-            if bad:
-                flagged.append({"index": index, "value": value, "mean": mean, "std": std, "z": z, "change": change})
-        history.append(value)
-    return flagged
+        entry["window"] = len(recent)
+        per_request = point.get("samples") is not None
+        pooled = [v for p in recent for v in ((p.get("samples") or []) if per_request else (p.get("repeats") or []))]
+        entry["pooled"] = len(pooled)
+        history.append(point)
+        if len(recent) < min_history:
+            entry.update(verdict=Verdict.INSUFFICIENT,
+                         reason=f"insufficient data: {len(recent)} valid earlier point(s) in the window "
+                                f"(at least {min_history})")
+            continue
+        base = {"validity": Validity.VALID, "samples": pooled if per_request else None, "repeats": pooled}
+        found = judge(base, point, metric, alpha=alpha, min_requests=min_requests)
+        reason = found["reason"]
+        if found["verdict"] == Verdict.INSUFFICIENT:
+            reason = f"insufficient data: {reason}"
+        mine = point.get("samples") if per_request else point.get("repeats")
+        diff = None
+        if pooled and mine and statistics.median(pooled):
+            diff = (statistics.median(mine) / statistics.median(pooled) - 1) * 100
+        entry.update(verdict=found["verdict"], regression=found["verdict"] == Verdict.WORSE, reason=reason,
+                     p_value=found["p_value"], diff_pct=diff)
+    return out
 
 
 def choices():

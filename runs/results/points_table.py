@@ -7,6 +7,12 @@ number of points: the sweep's runs, the statuses and workloads present, the coun
 A metric of a point that is not ``ok`` is never a value: it is ``None`` in the rows and
 sorts as a missing value (last, in both directions), and the row carries the point's
 status and reason instead.
+
+Every row carries the point's evidence (runs.results.evidence.point_evidence): ``validity``,
+``validity_reasons``, ``n``, ``<m>_ci`` and ``simulated_time_scale``, ``stop_reason``; plus
+``ci``: ``{column: [lo, hi]}`` for the METRIC_COLUMNS that have an interval (an ok point
+only). Filters: ``validity`` (one verdict) and ``valid_only`` (hides suspect, invalid and
+unjudged points); ``n`` (the sample size) is a sort column.
 """
 
 import math
@@ -15,9 +21,10 @@ from django.core.exceptions import ValidationError
 from django.db.models import Case, F, FloatField, IntegerField, Q, Value, When
 
 from benchmarks.models import Method
-from runs.models import Point, PointStatus, Run
-from runs.queryparams import ChoiceParam, IntegerParam, QueryError, QueryForm, TextParam
+from runs.models import Point, PointStatus, Run, Validity
+from runs.queryparams import ChoiceParam, FlagParam, IntegerParam, QueryError, QueryForm, TextParam
 from runs.results.charts import config_label
+from runs.results.evidence import EVIDENCE_VALUES, interval, point_evidence
 
 DEFAULT_PER_PAGE = 100
 MAX_PER_PAGE = 500
@@ -44,6 +51,8 @@ SORT_COLUMNS = {
     "prompt_tokens": "prompt_tokens",
     "concurrency": "concurrency",
     "status": "status",
+    "validity": "validity",
+    "n": "completed",
     **{name: name for name in METRIC_COLUMNS},
 }
 # Ties fall back to the plan order, so a page boundary never moves between requests.
@@ -53,7 +62,7 @@ RUN_CAUSED = (PointStatus.CRASHED, PointStatus.NOT_RUN)
 
 ROW_FIELDS = (
     "id", "run_id", "position", "workload__name", "prompt_tokens", "actual_prompt_tokens",
-    "concurrency", "max_new_tokens", "status", "reason", *METRIC_COLUMNS,
+    "concurrency", "max_new_tokens", "status", "reason", *METRIC_COLUMNS, *EVIDENCE_VALUES,
 )
 
 
@@ -72,6 +81,8 @@ class PointsTableForm(QueryForm):
     method = ChoiceParam(Method.values, "method")
     tp = IntegerParam()
     run = IntegerParam()
+    validity = ChoiceParam(Validity.values, "verdict")
+    valid_only = FlagParam()
     q = TextParam(strip=True)
     page = IntegerParam(1)
     per_page = IntegerParam(DEFAULT_PER_PAGE, maximum=MAX_PER_PAGE)
@@ -97,6 +108,12 @@ def _ordering(sort):
     if column in METRIC_COLUMNS:
         # Only an ok point has a value; every other one sorts with the missing values.
         key = Case(When(status=PointStatus.OK, then=F(column)), default=Value(None), output_field=FloatField())
+    elif column == "validity":
+        # Best first (valid, suspect, invalid), unjudged points last.
+        key = Case(
+            *(When(validity=value, then=Value(rank)) for rank, value in enumerate(Validity.values)),
+            default=Value(None), output_field=IntegerField(),
+        )
     elif column == "status":
         # The order statuses are declared in (planned, ok, then the failures), not alphabetical.
         key = Case(
@@ -128,7 +145,7 @@ def points_table(sweep_id, params):
         raise TableQueryError(f"run {params['run']} is not a run of sweep {sweep_id}")
 
     points = Point.objects.filter(run__sweep_id=sweep_id)
-    present = set(points.values_list("status", "workload__name").distinct().order_by())
+    present = set(points.values_list("status", "workload__name", "validity").distinct().order_by())
     if params["status"]:
         points = points.filter(status=params["status"])
     if params["workload"]:
@@ -139,6 +156,10 @@ def points_table(sweep_id, params):
         points = points.filter(run__tp=params["tp"])
     if params["run"] is not None:
         points = points.filter(run_id=params["run"])
+    if params["validity"]:
+        points = points.filter(validity=params["validity"])
+    if params["valid_only"]:
+        points = points.filter(validity=Validity.VALID)
     if params["q"]:
         # The configuration label is made in Python (from JSON params), so match it here.
         needle = params["q"].casefold()
@@ -174,8 +195,11 @@ def points_table(sweep_id, params):
                 "status_display": str(PointStatus(point["status"]).label),
                 "reason": "" if ok else reason,
                 **{name: point[name] if ok else None for name in METRIC_COLUMNS},
+                **point_evidence(point),
+                "ci": {name: ci for name in METRIC_COLUMNS if ok and (ci := interval(point["intervals"], name))},
             })
-    statuses = {status for status, _ in present}
+    statuses = {status for status, _, _ in present}
+    validities = {validity for _, _, validity in present}
     return {
         "rows": rows,
         "total": total,
@@ -186,7 +210,8 @@ def points_table(sweep_id, params):
         "columns": list(SORT_COLUMNS),
         "choices": {
             "statuses": [{"value": v, "label": str(label)} for v, label in PointStatus.choices if v in statuses],
-            "workloads": sorted({workload for _, workload in present}),
+            "workloads": sorted({workload for _, workload, _ in present}),
+            "validities": [{"value": v, "label": str(label)} for v, label in Validity.choices if v in validities],
             "methods": sorted({run["method"] for run in runs.values()}),
             "tps": sorted({run["tp"] for run in runs.values()}),
             "runs": [_run_row(run) for run in runs.values()],

@@ -9,6 +9,7 @@ from benchmarks.models import Sweep
 from runs.forms import CompareForm, SelectionForm
 from runs.models import Run
 from runs.results import compare as compare_lib
+from runs.results import evidence
 from runs.results.compare_groups import MissingSelection, compare_groups
 from runs.results.exports import EXPORT_KINDS, export_response
 from runs.roles import reader_required
@@ -84,13 +85,16 @@ def compare(request):
         ]
         if context["mode"] == "run":
             context["run_ids"] = ",".join(str(group["id"]) for group in groups)
-        rows = compare_lib.compare(groups, metric, mode=context["mode"])
+        rows = compare_lib.compare(groups, metric, mode=context["mode"], alpha=evidence.alpha(),
+                                   min_requests=evidence.min_requests())
         label = metrics.metric_label(metric)
         context.update(
             groups=[{k: v for k, v in g.items() if k != "points"} for g in groups],
             rows=rows,
             metric_label=label,
             higher_is_better=metrics.higher_is_better(metric),
+            alpha=evidence.alpha(),
+            min_requests=evidence.min_requests(),
             chart=compare_lib.chart_data(groups, rows, metric, mode=context["mode"]),
             chart_height_px=140 + len(rows) * (8 + 14 * len(groups)),  # a bar per group in each row
         )

@@ -7,6 +7,7 @@ from django.shortcuts import render
 
 from runs.curation import notes_for
 from runs.forms import HistoryQueryForm
+from runs.results import evidence
 from runs.results import history as hist
 from runs.results.exports import EXPORT_KINDS, export_response
 from runs.roles import reader_required
@@ -65,13 +66,13 @@ def history_data(request):
     except ValueError as exc:
         return JsonResponse({"error": str(exc)}, status=400)
     higher = metrics.higher_is_better(metric)
-    flagged = {
-        f["index"]: f for f in hist.detect_regressions(points, window=window, threshold=threshold, higher_is_better=higher)
-    }
+    alpha, min_requests = evidence.alpha(), evidence.min_requests()
+    judged = hist.detect_regressions(hist.attach_samples(points, metric), metric, window=window, alpha=alpha,
+                                     min_requests=min_requests)
     notes = notes_for([p["id"] for p in points], {p["id"]: p["run_id"] for p in points})
     out = []
     regressions = []
-    for index, p in enumerate(points):
+    for p, found in zip(points, judged):
         item = {
             "curation": notes[p["id"]],
             "baseline": p["is_baseline"],
@@ -84,11 +85,16 @@ def history_data(request):
             "engine_version": p["engine_version"],
             "excluded": p["excluded"],
             "exclude_reason": p["exclude_reason"],
-            "regression": index in flagged,
+            **evidence.point_evidence(p),
+            "ci": evidence.interval(p["intervals"], metric),
+            "regression": found["regression"],
+            "verdict": found["verdict"],
+            "verdict_reason": found["reason"],
+            "p_value": found["p_value"],
+            "diff_pct": found["diff_pct"],
         }
-        if index in flagged:
-            f = flagged[index]
-            regressions.append({**item, "z": f["z"], "mean": f["mean"], "std": f["std"], "change": f["change"]})
+        if found["regression"]:
+            regressions.append({**item, "window": found["window"], "pooled": found["pooled"]})
         if show_excluded or not p["excluded"]:
             out.append(item)
     return JsonResponse({
@@ -97,14 +103,14 @@ def history_data(request):
         "method": {
             "name": hist.METHOD_NAME,
             "window": window,
-            "threshold": threshold,
+            "alpha": alpha,
             "min_history": hist.MIN_HISTORY,
-            "zero_std_relative_change": hist.ZERO_STD_RELATIVE_CHANGE,
+            "min_requests": min_requests,
             "description": (
-                f"z = (x - mean) / std over the last {window} earlier non-excluded points (population std, "
-                f"at least {hist.MIN_HISTORY}); flagged when z {'<' if higher else '>'} "
-                f"{'-' if higher else ''}{threshold:g}; with std = 0, a relative change of more than "
-                f"{hist.ZERO_STD_RELATIVE_CHANGE:.0%} in the bad direction"
+                f"each valid point's per-request values against those of the last {window} earlier valid, "
+                f"not excluded points pooled (at least {hist.MIN_HISTORY}, else insufficient data): a two-sided "
+                f"Mann-Whitney U test at α = {alpha:g}; a regression when significantly "
+                f"{'lower' if higher else 'higher'}. Suspect and invalid points are drawn, never judged or pooled"
             ),
         },
         "show_excluded": show_excluded,
@@ -114,6 +120,8 @@ def history_data(request):
             "points": len(points),
             "excluded": sum(p["excluded"] for p in points),
             "regressions": len(regressions),
+            "insufficient": sum(f["verdict"] == "insufficient" for f in judged),
+            "not_valid": sum(p.get("validity") != "valid" for p in points),
         },
     })
 

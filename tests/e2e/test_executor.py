@@ -280,6 +280,8 @@ def test_sweep_run_inline_prints_the_results_as_json(catalog, tmp_path):
     assert set(point) == {
         "workload", "prompt_tokens", "concurrency", "status", "reason", "completed", "failed",
         "output_throughput", "decode_tok_s", "mean_ttft_ms", "median_tpot_ms", "accept_length",
+        "validity", "validity_reasons", "n", "decode_tok_s_ci", "median_ttft_ms_ci", "median_tpot_ms_ci",
+        "median_itl_ms_ci", "median_e2el_ms_ci", "simulated_time_scale", "stop_reason",
     }
     assert point["status"] == "ok" and point["completed"] == 2 and point["decode_tok_s"] > 0
     assert "run 1/1 autoregressive TP1: done" in err.getvalue()

@@ -53,4 +53,10 @@ def charts_by_id(data):
 
 
 def values(chart):
-    return {d["label"]: d["data"] for d in chart["datasets"] if d["kind"] == "value"}
+    """The values of each value dataset: a bar chart's ``y`` per category, a line chart's
+    ``{"x", "y"}`` (data items also carry their interval and evidence, runs.results.charts)."""
+    def plain(item):
+        if not isinstance(item, dict) or "yMin" not in item:
+            return item
+        return item["y"] if chart["type"] == "bar" else {"x": item["x"], "y": item["y"]}
+    return {d["label"]: [plain(item) for item in d["data"]] for d in chart["datasets"] if d["kind"] == "value"}

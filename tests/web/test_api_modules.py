@@ -5,7 +5,7 @@ from runs.api import api
 OPERATIONS = {
     "sweeps": ("list_sweeps", "get_sweep", "plan_sweep", "create", "launch", "cancel", "resume", "export"),
     "results": ("list_runs", "get_run", "list_points", "get_point", "list_requests", "list_request_records",
-                "get_request_record"),
+                "get_request_record", "compare"),
     "imports": ("import_results",),
 }
 

@@ -3,7 +3,7 @@
 import pytest
 from django.urls import reverse
 
-from runs.models import Run
+from runs.models import Point, Run
 from runs.results.charts import (
     FAMILIES,
     MARKER_STATUSES,
@@ -13,6 +13,7 @@ from runs.results.charts import (
     significant,
     sweep_charts,
 )
+from tests.web.records import add_records
 from tests.web.sweeps import add_run, charts_by_id, make_sweep, values
 
 FAILURE_STATUSES = ("crashed", "skipped", "timeout", "not_run", "failed", "context_overflow")
@@ -289,7 +290,8 @@ def test_constant_query_count(catalog, ddtree_runs, django_assert_num_queries):
     add_run(sweep, 0, "autoregressive", {}, 4, speed=80.0)
     for i in range(ddtree_runs):
         add_run(sweep, i + 1, "ddtree", {"budget": 8 + i, "topk_cap": 8}, 4, speed=100.0 + i, accept_length=3.0)
-    with django_assert_num_queries(2):
+    # The runs, their points, and for the speedup chart the request records of its points.
+    with django_assert_num_queries(3):
         data = sweep_charts(sweep.pk)
     assert len(values(charts_by_id(data)["decode_tok_s"])) == ddtree_runs + 1
     for choice in ({"family": "latency"}, {"family": "prompt_length"}, {"chart": "latency:fibonacci"}):
@@ -307,8 +309,9 @@ def test_the_view_is_constant_in_queries(viewer, catalog, client, ddtree_runs, d
     client.force_login(viewer)
     url = reverse("sweep-charts", args=[sweep.pk])
     client.get(url)  # the session's first request
-    # Session, user, the sweep, its runs, their points: the same for every variant.
-    with django_assert_num_queries(5):
+    # Session, user, the sweep, its runs, their points: the same for every variant; the
+    # overview's speedup chart reads its points' request records too.
+    with django_assert_num_queries(6):
         response = client.get(url)
     assert response.status_code == 200
     assert len(values(charts_by_id(response.json())["decode_tok_s"])) == ddtree_runs + 1
@@ -354,3 +357,67 @@ def test_the_sweep_page_holds_the_charts_container(viewer, sweep, client):
     page = client.get(reverse("sweep-detail", args=[sweep.pk])).content.decode()
     assert f'data-url="{reverse("sweep-charts", args=[sweep.pk])}"' in page
     assert 'id="comparison-charts"' in page and "js/charts.js" in page
+
+
+# --- The evidence of every value (issue 13) -------------------------------------------------
+
+
+def _point(run, index):
+    return Point.objects.get(run=run, position=index)
+
+
+def test_suspect_values_carry_their_reasons_and_invalid_ones_are_markers_never_bars(catalog):
+    sweep = make_sweep()
+    ar = add_run(sweep, 0, "autoregressive", {}, 1, speed=50.0)
+    Point.objects.filter(run=ar).update(validity="valid", completed=20)
+    Point.objects.filter(pk=_point(ar, 0).pk).update(
+        intervals={"decode_tok_s": [48.123456, 52.5]}, simulated_time_scale=0.05)
+    Point.objects.filter(pk=_point(ar, 1).pk).update(validity="suspect", validity_reasons=[
+        {"code": "host_busy", "message": "pid 4242 (python) took 0.98 of a core"}])
+    Point.objects.filter(pk=_point(ar, 2).pk).update(validity="invalid", validity_reasons=[
+        {"code": "client_bound", "message": "the client's event loop lagged 14 ms p99 (limit 5 ms)"}])
+    chart = charts_by_id(sweep_charts(sweep.pk))["decode_tok_s"]
+    (dataset,) = [d for d in chart["datasets"] if d["kind"] == "value"]
+    first, suspect, invalid = dataset["data"]
+    assert first == {"x": "fibonacci", "y": 50.0, "yMin": 48.12, "yMax": 52.5, "validity": "valid", "reasons": "",
+                     "n": 20, "simulated": 0.05}
+    assert suspect["y"] == 45.0 and suspect["validity"] == "suspect"
+    assert suspect["reasons"] == "host_busy: pid 4242 (python) took 0.98 of a core"
+    assert suspect["yMin"] is None and suspect["yMax"] is None  # no interval stored
+    assert invalid["y"] is None  # never a bar
+    (marker,) = markers(chart)["invalid"]
+    assert marker == {"x": "long-context 8000", "y": 0, "config": "autoregressive TP1", "status": "invalid",
+                      "reason": "client_bound: the client's event loop lagged 14 ms p99 (limit 5 ms)"}
+    assert "invalid" in {entry["status"] for entry in sweep_charts(sweep.pk)["legend"]}
+    # The same in the families: the invalid point is a marker in the lines and the latency bars.
+    lines = family(sweep.pk, "prompt_length")["decode_vs_prompt:long-context"]
+    assert [item["y"] for item in lines["datasets"][0]["data"]] == [45.0, None]
+    assert markers(lines)["invalid"][0]["x"] == 8000
+    latency = family(sweep.pk, "latency")["latency:long-context 8000"]
+    assert all(item["y"] is None for item in latency["datasets"][0]["data"])
+    assert len(markers(latency)["invalid"]) == 4
+
+
+def test_the_speedup_carries_the_interval_of_the_ratio_and_a_verdict_that_knows_the_noise(catalog):
+    sweep = make_sweep()
+    ar = add_run(sweep, 0, "autoregressive", {}, 1, speed=100.0)
+    dd = add_run(sweep, 1, "ddtree", {"budget": 8, "topk_cap": 8}, 1, speed=130.0)
+    same = add_run(sweep, 2, "dflash", {"block_size": 16}, 1, speed=100.0)
+    for run, speed, seed in ((ar, 100.0, 1), (dd, 130.0, 2), (same, 100.0, 4)):
+        Point.objects.filter(run=run).update(validity="valid", completed=20)
+        for index in range(3):
+            add_records(_point(run, index), speed * (1 - 0.1 * index), n=20, seed=seed * 10 + index, spread=0.03)
+    Point.objects.filter(pk=_point(ar, 2).pk).update(validity="suspect", validity_reasons=[
+        {"code": "cpu_steal", "message": "the hypervisor stole 9 % of the CPU time (limit 5 %)"}])
+    chart = charts_by_id(sweep_charts(sweep.pk))["speedup"]
+    by_config = {d["label"]: d["data"] for d in chart["datasets"] if d["kind"] == "value"}
+    faster = by_config["ddtree budget=8 topk_cap=8 TP1"]
+    assert [item["y"] for item in faster] == [1.3, 1.3, 1.3]
+    assert faster[0]["verdict"] == "better" and faster[0]["pValue"] < 0.05 and faster[0]["baselineN"] == 20
+    assert faster[0]["yMin"] < 1.3 < faster[0]["yMax"] and faster[0]["yMax"] - faster[0]["yMin"] < 0.1
+    assert faster[2]["verdict"] == "insufficient" and faster[2]["validity"] == "suspect"
+    assert faster[2]["reasons"] == ("baseline autoregressive TP1: cpu_steal: the hypervisor stole 9 % of the CPU "
+                                    "time (limit 5 %)")
+    within = by_config["dflash block_size=16 TP1"]
+    assert within[0]["verdict"] == "same" and within[0]["verdictReason"].startswith("within noise: ±")
+    assert within[0]["yMin"] < 1.0 < within[0]["yMax"]

@@ -2,18 +2,22 @@ import csv
 import io
 import json
 
+import numpy as np
 import pytest
 from django.urls import reverse
 
 from benchmarks.models import LLM, Engine, Host, Sweep, Workload
 from runs.models import Point, RequestRecord, Run
 from runs.results import compare as compare_lib
-from runs.results.exports import EXPORT_COLUMNS
+from runs.results.exports import CSV_COLUMNS, EXPORT_COLUMNS
 from sweepcore.metrics import LATENCY_FIELDS, higher_is_better
+from tests.web.records import add_records
 
 
-def make_sweep(name, configs, points_per_run=2, decode=100.0, requests_per_point=2, workload=None):
-    """A sweep with one run per (method, params, tp) config and points at 1000, 2000.. tokens."""
+def make_sweep(name, configs, points_per_run=2, decode=100.0, requests_per_point=2, workload=None, spread=None,
+               seed=0, validity="valid"):
+    """A sweep with one run per (method, params, tp) config and points at 1000, 2000.. tokens;
+    with ``spread``, each point's requests are drawn around ``decode`` (tests/web/records.py)."""
     workload = workload or Workload.objects.order_by("name").first()
     sweep = Sweep.objects.create(
         name=name, spec={}, host=Host.objects.first(), engine=Engine.objects.first(), llm=LLM.objects.first()
@@ -24,8 +28,12 @@ def make_sweep(name, configs, points_per_run=2, decode=100.0, requests_per_point
             point = Point.objects.create(
                 run=run, position=i, workload=workload, prompt_tokens=1000 * (i + 1), max_new_tokens=256,
                 concurrency=1, status="ok", decode_tok_s=decode + i, mean_ttft_ms=50.0 + i,
+                validity=validity, completed=requests_per_point,
                 **{f: 1.0 for f in LATENCY_FIELDS if f != "mean_ttft_ms"},
             )
+            if spread is not None:
+                add_records(point, decode + i, n=requests_per_point, seed=seed * 1000 + r * 100 + i, spread=spread)
+                continue
             RequestRecord.objects.bulk_create(
                 RequestRecord(point=point, index=k, send_time=1.7e9 + k, chunk_offsets=[0.1, 0.2],
                               chunk_tokens=[1, 4], prompt_tokens=1000, output_tokens=5, finish_reason="length",
@@ -40,22 +48,67 @@ CONFIGS = [("autoregressive", {}, 1), ("ddtree", {"budget": 8, "topk_cap": 8}, 1
 
 # --- runs.results.compare, pure -------------------------------------------------------------------
 
-def p(status="ok", value=None, **key):
+def draws(centre, n=30, seed=1, spread=0.03):
+    """Per-request values of a known distribution: ``centre`` times a seeded log-normal factor."""
+    return list(centre * np.random.default_rng(seed).lognormal(0.0, spread, n))
+
+
+def p(status="ok", value=None, validity="valid", samples=None, **key):
     base = {"method": "ddtree", "params_key": '{"budget":8}', "tp": 1, "workload": "long-context",
-            "prompt_tokens": 1000, "concurrency": 1, "status": status, "reason": "", "excluded": False}
-    return {**base, **key, "decode_tok_s": value, "mean_ttft_ms": value}
+            "prompt_tokens": 1000, "concurrency": 1, "status": status, "reason": "", "excluded": False,
+            "validity": validity, "validity_reasons": [], "completed": 30, "intervals": {}}
+    if samples is None and value is not None:
+        samples = draws(value, seed=int(value * 10) + 7 * key.get("tp", 1))
+    return {**base, **key, "decode_tok_s": value, "mean_ttft_ms": value, "samples": samples or []}
 
 
-def test_pct_difference_and_verdict_follow_metric_direction():
+def test_pct_difference_is_against_the_baseline():
     assert compare_lib.pct_difference(100, 110) == pytest.approx(10.0)
     assert compare_lib.pct_difference(0, 5) is None
     assert compare_lib.pct_difference(None, 5) is None
-    assert compare_lib.verdict(10.0, "decode_tok_s") == "better"
-    assert compare_lib.verdict(-10.0, "decode_tok_s") == "worse"
-    assert compare_lib.verdict(10.0, "mean_ttft_ms") == "worse"
-    assert compare_lib.verdict(-10.0, "p99_e2el_ms") == "better"
-    assert compare_lib.verdict(0.0, "accept_length") == "same"
     assert higher_is_better("output_throughput") and not higher_is_better("mean_itl_ms")
+
+
+def test_two_identical_configurations_are_the_same_within_noise():
+    same = compare_lib.judge(p(value=100.0, samples=draws(100.0, seed=1)), p(value=100.0, samples=draws(100.0, seed=2)),
+                             "decode_tok_s")
+    assert same["verdict"] == "same" and same["p_value"] >= 0.05 and same["basis"] == "requests"
+    assert same["reason"].startswith("within noise: ±") and same["noise_pct"] > 0
+
+
+def test_a_real_30_percent_difference_is_better_or_worse_by_the_metric_direction():
+    base, faster = p(value=100.0, samples=draws(100.0, seed=1)), p(value=130.0, samples=draws(130.0, seed=2))
+    up = compare_lib.judge(base, faster, "decode_tok_s")
+    assert up["verdict"] == "better" and up["p_value"] < 0.05 and up["reason"].startswith("+")
+    assert compare_lib.judge(faster, base, "decode_tok_s")["verdict"] == "worse"
+    # A latency 30 % higher is worse, 30 % lower better.
+    assert compare_lib.judge(base, faster, "mean_ttft_ms")["verdict"] == "worse"
+    assert compare_lib.judge(faster, base, "mean_ttft_ms")["verdict"] == "better"
+
+
+def test_too_few_requests_or_a_side_that_is_not_valid_is_insufficient():
+    base = p(value=100.0, samples=draws(100.0, seed=1))
+    few = compare_lib.judge(base, p(value=130.0, samples=draws(130.0, n=4, seed=2)), "decode_tok_s", min_requests=5)
+    assert few["verdict"] == "insufficient" and few["p_value"] is None
+    assert few["reason"] == "30 vs 4 requests: at least 5 on each side are needed"
+    suspect = p(value=130.0, validity="suspect", samples=draws(130.0, seed=2),
+                validity_reasons=[{"code": "host_busy", "message": "pid 9 took a core"}])
+    judged = compare_lib.judge(base, suspect, "decode_tok_s")
+    assert judged["verdict"] == "insufficient" and judged["reason"] == "this point is suspect (host_busy)"
+    unjudged = compare_lib.judge(p(value=100.0, validity=""), base, "decode_tok_s")
+    assert unjudged["verdict"] == "insufficient" and "the baseline has no verdict" in unjudged["reason"]
+
+
+def test_a_metric_with_one_value_per_measurement_is_tested_on_repeats_or_insufficient():
+    one = compare_lib.judge({**p(value=100.0), "samples": None, "repeats": [100.0, 101.0, 99.0]},
+                            {**p(value=130.0), "samples": None, "repeats": [130.0, 131.0, 129.0, 128.0]},
+                            "output_throughput")
+    assert one["verdict"] == "insufficient"
+    assert one["reason"] == "one value per measurement: needs >= 4 repeats on each side (3 vs 4)"
+    many = compare_lib.judge({**p(value=100.0), "samples": None, "repeats": draws(100.0, n=6, seed=3)},
+                             {**p(value=130.0), "samples": None, "repeats": draws(130.0, n=6, seed=4)},
+                             "output_throughput")
+    assert many["verdict"] == "better" and many["basis"] == "repeats"
 
 
 def test_compare_matches_on_the_key_and_keeps_non_ok_reasons():
@@ -67,9 +120,11 @@ def test_compare_matches_on_the_key_and_keeps_non_ok_reasons():
     assert len(rows) == 3
     first, second, third = rows
     assert first["cells"][1]["pct"] == pytest.approx(20.0) and first["cells"][1]["verdict"] == "better"
-    assert first["cells"][0]["pct"] is None
+    assert first["cells"][1]["p_value"] < 0.05 and first["cells"][1]["n"] == 30
+    assert first["cells"][0]["pct"] is None and first["cells"][0]["verdict"] is None
     assert second["cells"][1]["ok"] is False and second["cells"][1]["reason"] == "CUDA OOM"
     assert second["cells"][1]["value"] is None and second["cells"][1]["pct"] is None
+    assert second["cells"][1]["verdict"] is None
     assert third["cells"][1]["present"] is False and third["matched"] == 1
     lower = compare_lib.compare(groups, "mean_ttft_ms")
     assert lower[0]["cells"][1]["verdict"] == "worse"
@@ -83,11 +138,17 @@ def test_compare_matches_on_the_key_and_keeps_non_ok_reasons():
 def test_it_colours_compare_bars_by_verdict_and_draws_cells_without_a_value_as_markers():
     groups = [
         {"label": "base", "points": [p(value=100.0), p(value=100.0, prompt_tokens=2000), p(value=100.0, tp=2),
-                                     p(value=100.0, tp=4), p(value=100.0, tp=8)]},
+                                     p(value=100.0, tp=4), p(value=100.0, tp=8), p(value=100.0, tp=16),
+                                     p(value=100.0, tp=32), p(value=100.0, tp=64)]},
         {"label": "new", "points": [
             p(value=120.0), p(value=80.0, prompt_tokens=2000), p("crashed", reason="CUDA OOM", tp=2),
             p(value=None, tp=4),  # ok, but without this metric
             p(value=100.0, tp=8, excluded=True, exclude_reason="noisy neighbour"),
+            p(value=101.0, tp=16),
+            p(value=150.0, tp=32, validity="suspect",
+              validity_reasons=[{"code": "host_busy", "message": "pid 9 python took 1.0 of a core"}]),
+            p(value=900.0, tp=64, validity="invalid",
+              validity_reasons=[{"code": "below_resolution", "message": "chunks closer than 0.1 ms"}]),
         ]},
     ]
     rows = compare_lib.compare(groups, "decode_tok_s")
@@ -96,22 +157,38 @@ def test_it_colours_compare_bars_by_verdict_and_draws_cells_without_a_value_as_m
     assert chart["x"]["label"] == "decode speed (tok/s), higher is better" and chart["unit"] == "tok/s"
     assert chart["y"]["label"] == "matched configuration and point"
     base, new = [d for d in chart["datasets"] if d["kind"] == "value"]
-    green, red = compare_lib.VERDICT_COLOURS["better"], compare_lib.VERDICT_COLOURS["worse"]
-    assert new["data"] == [120.0, 80.0, None, None, None]
-    assert new["barColors"][:2] == [green, red] and new["verdict"][:2] == ["better", "worse"]
+    colours = compare_lib.VERDICT_COLOURS
+    assert new["data"] == [120.0, 80.0, None, None, None, 101.0, 150.0, None]  # an invalid point is no bar
+    assert new["verdict"] == ["better", "worse", None, None, None, "same", "insufficient", "insufficient"]
+    assert new["barColors"][:2] == [colours["better"], colours["worse"]]
+    assert new["barColors"][5:7] == [colours["same"], colours["insufficient"]]
+    assert new["validity"][6] == "suspect" and new["reasons"][6] == "host_busy: pid 9 python took 1.0 of a core"
+    assert new["verdictReason"][5].startswith("within noise: ±") and new["pValue"][5] >= 0.05
+    assert new["n"][0] == 30 and len(new["xMin"]) == len(new["xMax"]) == 8
     assert set(base["barColors"]) == {base["backgroundColor"]}  # the baseline is not judged
     markers = {d["status"]: d for d in chart["datasets"] if d["kind"] == "marker"}
-    assert set(markers) == {"crashed", "no_value", "excluded"}
+    assert set(markers) == {"crashed", "no_value", "excluded", "invalid"}
     assert markers["crashed"]["data"] == [
         {"x": 0, "y": rows[2]["label"], "group": "new", "status": "crashed", "reason": "CUDA OOM"}]
     assert markers["excluded"]["data"][0]["reason"] == "noisy neighbour"
     assert markers["no_value"]["data"][0]["y"] == rows[3]["label"]
+    assert markers["invalid"]["data"] == [{"x": 0, "y": rows[7]["label"], "group": "new", "status": "invalid",
+                                           "reason": "below_resolution: chunks closer than 0.1 ms"}]
     assert all(d["type"] == "scatter" and d["pointStyle"] for d in markers.values())
     assert {entry["status"] for entry in chart["legend"]} == set(markers)
+    assert {v["verdict"] for v in chart["verdicts"]} == {"better", "worse", "same", "insufficient"}
     # Lower is better: a smaller TTFT is the green bar.
     lower = compare_lib.chart_data(groups, compare_lib.compare(groups, "mean_ttft_ms"), "mean_ttft_ms", mode="run")
     assert lower["x"]["label"] == "mean TTFT (ms), lower is better" and lower["y"]["label"] == "matched point"
-    assert lower["datasets"][1]["barColors"][:2] == [red, green]
+    assert lower["datasets"][1]["barColors"][:2] == [colours["worse"], colours["better"]]
+
+
+def test_bars_carry_the_interval_of_their_value():
+    groups = [{"label": "a", "points": [p(value=100.0, intervals={"decode_tok_s": [97.0, 103.5]})]},
+              {"label": "b", "points": [p(value=100.0)]}]
+    chart = compare_lib.chart_data(groups, compare_lib.compare(groups, "decode_tok_s"), "decode_tok_s")
+    a, b = [d for d in chart["datasets"] if d["kind"] == "value"]
+    assert (a["xMin"], a["xMax"]) == ([97.0], [103.5]) and (b["xMin"], b["xMax"]) == ([None], [None])
 
 
 def test_it_never_lets_an_excluded_attempt_hide_one_that_is_not():
@@ -146,7 +223,7 @@ def test_points_csv_and_json_have_the_same_columns_and_contents(catalog, viewer,
     assert response["Content-Disposition"] == f"attachment; filename=sweep-{sweep.pk}-points.csv"
     rows = list(csv.reader(io.StringIO(b"".join(response.streaming_content).decode())))
     header, body = rows[0], rows[1:]
-    assert tuple(header) == EXPORT_COLUMNS and len(body) == 4
+    assert tuple(header) == CSV_COLUMNS and len(body) == 4
     for column in ("sweep_id", "run_id", "method", "params", "tp", "attempt", "engine_version", "workload",
                    "prompt_tokens", "actual_prompt_tokens", "concurrency", "max_new_tokens", "status", "reason",
                    "excluded", "decode_tok_s", "accept_length", *LATENCY_FIELDS):
@@ -163,6 +240,31 @@ def test_points_csv_and_json_have_the_same_columns_and_contents(catalog, viewer,
     assert data["points"][2]["params"] == {"budget": 8, "topk_cap": 8}
     assert data["points"][3]["status"] == "crashed" and data["points"][3]["decode_tok_s"] is None
     assert [str(p["point_id"]) for p in data["points"]] == [dict(zip(header, r))["point_id"] for r in body]
+
+
+def test_exports_carry_the_verdict_the_sample_size_and_the_intervals(catalog, viewer, client):
+    sweep = make_sweep("s1", CONFIGS[:1], points_per_run=1)
+    Point.objects.filter(run__sweep=sweep).update(
+        validity="suspect", completed=12, simulated_time_scale=0.05, stop_reason="until_stable: ±4.1 % after 12",
+        validity_reasons=[{"code": "few_requests", "message": "3 requests (at least 5)"},
+                          {"code": "host_busy", "message": "pid 7 python took 0.9 of a core"}],
+        intervals={"decode_tok_s": [95.5, 104.25], "median_ttft_ms": [40.0, 60.0]},
+    )
+    client.force_login(viewer)
+    response = client.get(reverse("sweep-points-csv", args=[sweep.pk]))
+    header, row = list(csv.reader(io.StringIO(b"".join(response.streaming_content).decode())))
+    cells = dict(zip(header, row))
+    assert (cells["validity"], cells["n"], cells["simulated_time_scale"]) == ("suspect", "12", "0.05")
+    assert cells["validity_reasons"] == "few_requests: 3 requests (at least 5); host_busy: pid 7 python took 0.9 of a core"
+    assert (cells["decode_tok_s_ci_lo"], cells["decode_tok_s_ci_hi"]) == ("95.5", "104.25")
+    assert (cells["median_tpot_ms_ci_lo"], cells["median_tpot_ms_ci_hi"]) == ("", "")
+    assert cells["stop_reason"] == "until_stable: ±4.1 % after 12"
+
+    (point,) = client.get(reverse("sweep-points-json", args=[sweep.pk])).json()["points"]
+    assert point["validity"] == "suspect" and point["n"] == 12 and point["simulated_time_scale"] == 0.05
+    assert point["validity_reasons"][1] == {"code": "host_busy", "message": "pid 7 python took 0.9 of a core"}
+    assert point["decode_tok_s_ci"] == [95.5, 104.25] and point["median_ttft_ms_ci"] == [40.0, 60.0]
+    assert point["median_itl_ms_ci"] is None and point["median_e2el_ms_ci"] is None
 
 
 def test_requests_jsonl_has_one_line_per_record(catalog, viewer, client):
@@ -247,8 +349,8 @@ def test_a_bad_export_selection_is_a_400_that_names_the_problem(catalog, viewer,
 # --- The compare page -------------------------------------------------------------------------
 
 def test_compare_two_sweeps(catalog, viewer, client):
-    base = make_sweep("base", CONFIGS, decode=100.0)
-    other = make_sweep("other", CONFIGS, decode=125.0)
+    base = make_sweep("base", CONFIGS, decode=100.0, requests_per_point=20, spread=0.03, seed=1)
+    other = make_sweep("other", CONFIGS, decode=125.0, requests_per_point=20, spread=0.03, seed=2)
     Point.objects.filter(run__sweep=other, run__position=1, position=1).update(
         status="timeout", reason="ran out of time after 600 s", decode_tok_s=None
     )
@@ -273,6 +375,34 @@ def test_compare_two_sweeps(catalog, viewer, client):
     reverse_rows = client.get(reverse("compare"), {"sweep": [other.pk, base.pk]}).context["rows"]
     assert reverse_rows[0]["cells"][1]["verdict"] == "worse"
     assert reverse_rows[0]["cells"][1]["pct"] == pytest.approx(-20.0)
+
+
+def test_two_sweeps_of_the_same_configuration_are_the_same_within_noise(catalog, viewer, client):
+    one = make_sweep("one", CONFIGS, decode=100.0, requests_per_point=20, spread=0.05, seed=1)
+    two = make_sweep("two", CONFIGS, decode=100.0, requests_per_point=20, spread=0.05, seed=2)
+    Point.objects.filter(run__sweep=two, run__position=1, position=1).update(
+        validity="suspect", validity_reasons=[{"code": "host_busy", "message": "pid 7 python took 0.9 of a core"}])
+    client.force_login(viewer)
+    response = client.get(reverse("compare"), {"sweep": [one.pk, two.pk]})
+    cells = [row["cells"][1] for row in response.context["rows"]]
+    assert [c["verdict"] for c in cells] == ["same", "same", "same", "insufficient"]
+    assert all(c["verdict_reason"].startswith("within noise: ±") for c in cells[:3])
+    assert cells[3]["verdict_reason"] == "this point is suspect (host_busy)"
+    assert [c["n"] for c in cells] == [20] * 4
+    html = response.content.decode()
+    assert 'class="num same"' in html and 'class="num insufficient"' in html
+
+
+def test_a_simulated_point_is_compared_in_model_time(catalog, viewer, client):
+    # The same model speed, measured at two time scales: its requests' wall speeds differ 10x.
+    real = make_sweep("scale 1", CONFIGS[:1], points_per_run=1, decode=50.0, requests_per_point=20, spread=0.03, seed=1)
+    fast = make_sweep("scale 0.1", CONFIGS[:1], points_per_run=1, decode=500.0, requests_per_point=20, spread=0.03,
+                      seed=2)
+    Point.objects.filter(run__sweep=real).update(simulated_time_scale=1.0)
+    Point.objects.filter(run__sweep=fast).update(simulated_time_scale=0.1, decode_tok_s=50.0)
+    client.force_login(viewer)
+    (row,) = client.get(reverse("compare"), {"sweep": [real.pk, fast.pk]}).context["rows"]
+    assert row["cells"][1]["verdict"] == "same" and row["cells"][1]["simulated_time_scale"] == 0.1
 
 
 def test_it_marks_the_points_of_an_excluded_run_on_the_compare_page_and_never_compares_them(catalog, viewer, client):
@@ -301,12 +431,13 @@ def test_it_builds_the_compare_page_in_the_same_queries_whatever_its_size(catalo
     runs = [Run.objects.filter(sweep=sweep).order_by("position").first().pk for sweep in sweeps]
     client.force_login(viewer)
     client.get(reverse("compare"))  # warm the session
-    # Session, user, the sweeps (or runs), their points, the user's and groups' permissions.
-    with django_assert_num_queries(6):
+    # Session, user, the sweeps (or runs), their points, their request records (one query for
+    # every compared point), the user's and groups' permissions.
+    with django_assert_num_queries(7):
         response = client.get(reverse("compare"), {"sweep": [s.pk for s in sweeps]})
     assert len(response.context["rows"]) == configs * points_per_run
     assert len(response.context["chart"]["datasets"]) == 3
-    with django_assert_num_queries(6):
+    with django_assert_num_queries(7):
         response = client.get(reverse("compare"), {"run": runs})
     assert response.context["mode"] == "run" and len(response.context["rows"]) == points_per_run
 

@@ -2,6 +2,7 @@
 
 from datetime import datetime, timedelta, timezone
 
+import numpy as np
 import pytest
 from django.urls import reverse
 
@@ -10,77 +11,76 @@ from runs.models import Point, Run
 from runs.results.charts import sweep_charts
 from runs.results.history import METRICS, choices, detect_regressions, series_points
 from sweepcore.plan import canonical_params
+from tests.web.records import add_records
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 
 
 # -- detect_regressions: pure ------------------------------------------------------------
 
-def flagged(values, **kwargs):
-    return [f["index"] for f in detect_regressions(values, **kwargs)]
+def pt(centre, validity="valid", excluded=False, n=20, seed=None):
+    """A series point whose requests' values are drawn around ``centre`` (seeded)."""
+    seed = int(centre * 100) if seed is None else seed
+    samples = list(centre * np.random.default_rng(seed).lognormal(0.0, 0.03, n))
+    return {"value": centre, "validity": validity, "excluded": excluded, "samples": samples, "repeats": []}
 
 
-def test_a_clear_drop_is_flagged():
-    values = [100, 101, 99, 100, 102, 70]
-    result = detect_regressions(values)
-    assert [f["index"] for f in result] == [5]
-    assert result[0]["z"] < -3 and result[0]["mean"] == pytest.approx(100.4)
+def judged(points, metric="decode_tok_s", **kwargs):
+    return detect_regressions(points, metric, **kwargs)
 
 
-def test_noise_is_not_flagged():
-    assert flagged([100, 103, 97, 101, 99, 102, 98, 100, 104, 96]) == []
+def test_a_clear_drop_is_a_regression():
+    result = judged([pt(100, seed=1), pt(100, seed=2), pt(100, seed=3), pt(100, seed=4), pt(70, seed=5)])
+    assert [r["verdict"] for r in result] == ["insufficient"] * 3 + ["same", "worse"]
+    assert [r["regression"] for r in result] == [False] * 4 + [True]
+    assert result[4]["p_value"] < 0.05 and result[4]["window"] == 4 and result[4]["pooled"] == 80
+    assert result[4]["diff_pct"] == pytest.approx(-30, abs=3)
 
 
-def test_an_improvement_is_not_a_regression():
-    assert flagged([100, 101, 99, 100, 102, 150]) == []
+def test_three_points_are_insufficient_data_never_a_flag():
+    result = judged([pt(100, seed=1), pt(100, seed=2), pt(50, seed=3)])
+    assert [r["verdict"] for r in result] == ["insufficient"] * 3 and not any(r["regression"] for r in result)
+    assert result[2]["reason"] == "insufficient data: 2 valid earlier point(s) in the window (at least 3)"
+
+
+def test_noise_is_the_same_and_an_improvement_is_not_a_regression():
+    noise = judged([pt(100, seed=s) for s in range(10, 16)])
+    assert [r["verdict"] for r in noise][3:] == ["same"] * 3
+    better = judged([pt(100, seed=1), pt(100, seed=2), pt(100, seed=3), pt(130, seed=4)])
+    assert better[3]["verdict"] == "better" and not better[3]["regression"]
 
 
 def test_lower_is_better_flags_a_rise():
-    latencies = [10.0, 10.2, 9.8, 10.1, 9.9, 14.0]
-    assert flagged(latencies, higher_is_better=False) == [5]
-    assert flagged([10.0, 10.2, 9.8, 10.1, 9.9, 6.0], higher_is_better=False) == []
-    assert flagged(latencies, higher_is_better=True) == []
+    result = judged([pt(10, seed=1), pt(10, seed=2), pt(10, seed=3), pt(13, seed=4)], metric="median_tpot_ms")
+    assert result[3]["verdict"] == "worse" and result[3]["regression"]
 
 
-def test_excluded_points_are_ignored_and_never_flagged():
-    values = [{"value": 100}, {"value": 101}, {"value": 10, "excluded": True}, {"value": 99},
-              {"value": 100}, {"value": 100.5}]
-    assert flagged(values) == []  # the excluded 10 is neither flagged nor in the history
-    # The history is the excluded-free points: a drop after them is still judged on them.
-    values.append({"value": 60})
-    assert flagged(values) == [6]
-    # An excluded drop is never flagged.
-    assert flagged([100, 101, 99, 100, {"value": 1, "excluded": True}]) == []
+def test_suspect_invalid_and_excluded_points_are_never_pooled_or_judged():
+    points = [pt(100, seed=1), pt(60, validity="suspect"), pt(100, seed=2), pt(60, validity="invalid"),
+              pt(60, excluded=True), pt(100, seed=3), pt(100, seed=4)]
+    result = judged(points)
+    assert [r["verdict"] for r in result] == ["insufficient", None, "insufficient", None, None, "insufficient",
+                                              "same"]
+    assert result[1]["reason"] == "not judged: suspect; never part of a window"
+    assert result[4]["reason"] == "not judged: excluded; never part of a window"
+    assert result[6]["window"] == 3  # the three valid points before it
 
 
-def test_fewer_than_min_history_is_not_flagged():
-    assert flagged([100, 101, 10]) == []
-    assert flagged([100, {"value": 100, "excluded": True}, 101, 10]) == []
-    assert flagged([100, 101, 99, 10]) == [3]
-
-
-def test_zero_std_uses_a_relative_change():
-    assert flagged([100, 100, 100, 96]) == []  # -4 %
-    result = detect_regressions([100, 100, 100, 94])  # -6 %
-    assert [f["index"] for f in result] == [3] and result[0]["z"] is None
-    assert result[0]["change"] == pytest.approx(-0.06)
-    assert flagged([10, 10, 10, 10.6], higher_is_better=False) == [3]
-    assert flagged([0, 0, 0, -5]) == []
+def test_too_few_requests_in_the_point_is_insufficient_data():
+    result = judged([pt(100, seed=1), pt(100, seed=2), pt(100, seed=3), pt(70, seed=4, n=3)])
+    assert result[3]["verdict"] == "insufficient" and not result[3]["regression"]
+    assert result[3]["reason"] == "insufficient data: 60 vs 3 requests: at least 5 on each side are needed"
 
 
 def test_window_limits_the_history():
-    # An old, noisy past falls out of a window of 3: the recent flat history flags the drop.
-    values = [50, 150, 50, 150, 100, 100, 100, 90]
-    assert flagged(values, window=3) == [7]
-    assert 7 not in flagged(values, window=8)
+    result = judged([pt(100, seed=s) for s in range(1, 6)] + [pt(70, seed=s) for s in range(6, 12)], window=3)
+    assert [r["regression"] for r in result][5:] == [True, True, True, False, False, False]
 
 
 def test_bad_arguments_raise():
     with pytest.raises(ValueError):
-        detect_regressions([1, 2, 3], threshold=0)
+        judged([pt(100)], window=0)
 
-
-# -- Series selection and the endpoint ----------------------------------------------------
 
 def make_sweep(name, host="sim-8x-rtxpro6000", engine="sglang-sim", llm="Qwen/Qwen3.6-27B"):
     return Sweep.objects.create(
@@ -91,7 +91,7 @@ def make_sweep(name, host="sim-8x-rtxpro6000", engine="sglang-sim", llm="Qwen/Qw
 
 def add_point(sweep, at, value, method="ddtree", params=None, tp=4, workload="long-context",
               prompt_tokens=3000, concurrency=1, status="ok", excluded=False, run_excluded=False,
-              engine_version="0.5.1", position=0, **metrics):
+              engine_version="0.5.1", position=0, validity="valid", requests=20, **metrics):
     params = {"budget": 15, "topk_cap": 8} if params is None else params
     run, _ = Run.objects.get_or_create(
         sweep=sweep, method=method, params_key=canonical_params(params), tp=tp, attempt=1,
@@ -99,13 +99,17 @@ def add_point(sweep, at, value, method="ddtree", params=None, tp=4, workload="lo
                   "engine_version": engine_version, "excluded": run_excluded,
                   "exclude_reason": "bad driver" if run_excluded else ""},
     )
-    return Point.objects.create(
+    point = Point.objects.create(
         run=run, position=Point.objects.filter(run=run).count(), workload=Workload.objects.get(name=workload),
         prompt_tokens=prompt_tokens, max_new_tokens=256, concurrency=concurrency, status=status,
         finished_at=at, excluded=excluded, exclude_reason="thermal throttling" if excluded else "",
-        decode_tok_s=value if status == "ok" else None,
+        decode_tok_s=value if status == "ok" else None, validity=validity if status == "ok" else "",
+        completed=requests if status == "ok" else None,
         median_tpot_ms=1000 / value if status == "ok" and value else None, **metrics,
     )
+    if status == "ok" and value:  # its requests: decode speeds drawn around the value
+        add_records(point, value, n=requests, seed=int(at.timestamp()) % 100_000 + int(value))
+    return point
 
 
 SERIES = {
@@ -186,15 +190,20 @@ def test_history_json_shape_and_regressions(series, viewer, client):
     data = response.json()
     # The label and unit the comparison charts give the same metric.
     assert data["metric"] == {"name": "decode_tok_s", "label": "decode speed (tok/s)", "higher_is_better": True}
-    assert data["method"]["name"] == "trailing-window z-score"
-    assert (data["method"]["window"], data["method"]["threshold"], data["method"]["min_history"]) == (5, 3.0, 3)
+    assert data["method"]["name"] == "Mann-Whitney U against the trailing window"
+    assert (data["method"]["window"], data["method"]["alpha"], data["method"]["min_history"]) == (5, 0.05, 3)
     assert [p["y"] for p in data["points"]] == [100, 101, 99, 100, 60, 100]  # excluded hidden
     assert not any(p["excluded"] for p in data["points"])
     first = data["points"][0]
     assert first["x"] == T0.isoformat() and first["sweep_name"] == "hist-0" and first["engine_version"] == "0.5.1"
     assert [r["y"] for r in data["regressions"]] == [60]
-    assert data["regressions"][0]["z"] < -3 and data["regressions"][0]["sweep_name"] == "hist-4"
-    assert data["counts"] == {"points": 7, "excluded": 1, "regressions": 1}
+    regression = data["regressions"][0]
+    assert regression["verdict"] == "worse" and regression["p_value"] < 0.05 and regression["sweep_name"] == "hist-4"
+    assert regression["window"] == 4 and regression["pooled"] == 80 and regression["n"] == 20
+    assert [p["verdict"] for p in data["points"]][:3] == ["insufficient"] * 3
+    assert data["points"][0]["verdict_reason"].startswith("insufficient data: 0 valid earlier point(s)")
+    assert data["points"][0]["validity"] == "valid" and data["points"][0]["decode_tok_s_ci"] is None
+    assert data["counts"] == {"points": 7, "excluded": 1, "regressions": 1, "insufficient": 3, "not_valid": 0}
 
 
 def test_history_json_show_excluded(series, viewer, client):
@@ -272,7 +281,7 @@ def test_history_json_query_count_is_constant(catalog, viewer, client, django_as
     for i in range(n):
         add_point(make_sweep(f"q-{i}"), T0 + timedelta(days=i), 100.0 + i % 2)
     client.force_login(viewer)
-    with django_assert_max_num_queries(4):  # session, user, the series, its curation notes
+    with django_assert_max_num_queries(5):  # session, user, the series, its requests, its curation notes
         response = client.get(reverse("history-data"), query({**SERIES, "gpu": gpu}))
     assert response.status_code == 200 and len(response.json()["points"]) == n
 

@@ -242,7 +242,7 @@ def test_an_imported_sweep_has_its_charts_and_compares(viewer, catalog, client):
     sweep = import_file(VLLM_FILE.name, VLLM_FILE.read_bytes(), host="h200-box").sweep
     data = sweep_charts(sweep.pk)
     decode = next(c for c in data["charts"] if c["id"] == "decode_tok_s")
-    values = [v for d in decode["datasets"] if d["kind"] == "value" for v in d["data"] if v is not None]
+    values = [v["y"] for d in decode["datasets"] if d["kind"] == "value" for v in d["data"] if v["y"] is not None]
     # The charts send 4 significant digits.
     assert values == [pytest.approx(Point.objects.get(run__sweep=sweep).decode_tok_s, rel=5e-4)]
     client.force_login(viewer)

@@ -187,7 +187,8 @@ def test_the_table_uses_a_constant_number_of_queries(catalog, viewer, client, ru
 
 def test_parse_query_defaults():
     assert parse_query({}) == {
-        "sort": "run", "status": "", "workload": "", "method": "", "tp": None, "run": None, "q": "",
+        "sort": "run", "status": "", "workload": "", "method": "", "tp": None, "run": None, "validity": "",
+        "valid_only": False, "q": "",
         "page": 1, "per_page": 100,
     }
 

@@ -75,7 +75,8 @@ def test_values_are_read_as_sent():
 
 def test_the_points_table_parameters_raise_its_own_error():
     assert parse_query(q("sort=%20-decode_tok_s%20&status=ok&page=2")) == {
-        "sort": "-decode_tok_s", "status": "ok", "workload": "", "method": "", "tp": None, "run": None, "q": "",
+        "sort": "-decode_tok_s", "status": "ok", "workload": "", "method": "", "tp": None, "run": None,
+        "validity": "", "valid_only": False, "q": "",
         "page": 2, "per_page": 100,
     }
     with pytest.raises(TableQueryError, match="^unknown sort column 'x'.*prefix - for descending"):

@@ -21,9 +21,9 @@ from runs.lifecycle import (
     launch_sweep,
     plan_spec,
     resume_sweep,
-    sweep_as_dict,
 )
 from runs.models import PointStatus, Run, RunStatus
+from runs.results.exports import sweep_as_dict
 from runs.worker.executor import execute_run
 from sweepcore.spec import SpecError, load_spec_file
 
@@ -191,7 +191,17 @@ class Command(BaseCommand):
                 head = f"    {p['workload']:<14} {length!s:>6} x{p['concurrency']:<3} {p['status']:<16}"
                 if p["status"] == PointStatus.OK:
                     accept = f"  accept {p['accept_length']:.2f}" if p["accept_length"] else ""
-                    self.stdout.write(f"{head} {p['decode_tok_s']:8.1f} tok/s  TTFT {p['mean_ttft_ms']:8.1f} ms{accept}")
+                    decode = f"{p['decode_tok_s']:8.1f}" if p["decode_tok_s"] is not None else f"{'-':>8}"
+                    ttft = f"{p['mean_ttft_ms']:8.1f}" if p["mean_ttft_ms"] is not None else f"{'-':>8}"
+                    ci = p["decode_tok_s_ci"]
+                    spread = f" [{ci[0]:.1f}, {ci[1]:.1f}]" if ci else ""
+                    verdict = ""
+                    if p["validity"] and p["validity"] != "valid":
+                        verdict = f"  {p['validity'].upper()}: " + "; ".join(
+                            f"{r['code']}: {r['message']}" for r in p["validity_reasons"])
+                    simulated = f"  simulated at {p['simulated_time_scale']:g}x" if p["simulated_time_scale"] else ""
+                    self.stdout.write(f"{head} {decode} tok/s{spread} n={p['n']}  TTFT {ttft} ms{accept}"
+                                      f"{simulated}{verdict}")
                 else:
                     self.stdout.write(f"{head} {p['reason']}")
 

@@ -1,0 +1,133 @@
+"""The evidence behind a point's numbers, as every reader of results shows it: its verdict
+(``validity``, ``validity_reasons``), its sample size ``n`` (the ``completed`` column), the
+95 % intervals of its medians (``<metric>_ci``), whether it was simulated; and, for the
+comparisons (compare page and API, speedup charts, history), the per-request samples of a
+set of points loaded in one query, in the point's own time (model time for a simulated
+point), and the significance settings.
+
+The JSON contract of a point (API, ``sweep show --json``, exports, points table)::
+
+    "validity": "valid" | "suspect" | "invalid" | "",      # "" until measured (or imported)
+    "validity_reasons": [{"code", "message"}],
+    "n": completed requests | null,
+    "<m>_ci": [lo, hi] | null  for m in sweepcore.metrics.INTERVAL_METRICS,
+    "simulated_time_scale": float | null,                  # null: real time
+    "stop_reason": text
+"""
+
+from django.conf import settings
+
+from runs.models import RequestRecord
+from sweepcore import metrics
+from sweepcore.validity import Thresholds
+
+#: The Point columns the evidence is built from (``.values(*EVIDENCE_VALUES)``).
+EVIDENCE_VALUES = ("validity", "validity_reasons", "completed", "intervals", "simulated_time_scale", "stop_reason")
+#: The ``<m>_ci`` keys, in INTERVAL_METRICS order.
+CI_KEYS = tuple(f"{m}_ci" for m in metrics.INTERVAL_METRICS)
+#: The keys point_evidence adds to a point's JSON, in order.
+EVIDENCE_KEYS = ("validity", "validity_reasons", "n", *CI_KEYS, "simulated_time_scale", "stop_reason")
+
+#: The RequestRecord columns sweepcore.metrics.request_samples reads.
+SAMPLE_FIELDS = ("point_id", "error_kind", "output_tokens", "chunk_offsets", "spec_verify_ct")
+
+
+def _get(point, name, default=None):
+    if isinstance(point, dict):
+        return point.get(name, default)
+    return getattr(point, name, default)
+
+
+def interval(intervals, metric):
+    """``[lo, hi]`` of ``metric`` from a point's ``intervals`` column, or None."""
+    value = (intervals or {}).get(metric) if isinstance(intervals, dict) else None
+    if isinstance(value, (list, tuple)) and len(value) == 2 and all(isinstance(v, (int, float)) for v in value):
+        return [float(value[0]), float(value[1])]
+    return None
+
+
+def ci_fields(intervals):
+    """``{"<m>_ci": [lo, hi] | None}`` for every m of INTERVAL_METRICS: the one builder of
+    these keys."""
+    return {f"{m}_ci": interval(intervals, m) for m in metrics.INTERVAL_METRICS}
+
+
+def reasons_list(reasons):
+    """A point's ``validity_reasons`` as ``[{"code", "message"}]`` (whatever was stored)."""
+    out = []
+    for reason in reasons or []:
+        if isinstance(reason, dict):
+            out.append({"code": str(reason.get("code", "")), "message": str(reason.get("message", ""))})
+    return out
+
+
+def reasons_text(reasons):
+    """``code: message; code: message`` (the CSV column and tooltips)."""
+    return "; ".join(f"{r['code']}: {r['message']}" for r in reasons_list(reasons))
+
+
+def point_evidence(point):
+    """The evidence keys of a point's JSON (EVIDENCE_KEYS) from a Point or a ``.values()``
+    row holding EVIDENCE_VALUES."""
+    return {
+        "validity": _get(point, "validity") or "",
+        "validity_reasons": reasons_list(_get(point, "validity_reasons")),
+        "n": _get(point, "completed"),
+        **ci_fields(_get(point, "intervals")),
+        "simulated_time_scale": _get(point, "simulated_time_scale"),
+        "stop_reason": _get(point, "stop_reason") or "",
+    }
+
+
+# --- Significance ------------------------------------------------------------------------
+
+
+def alpha():
+    return float(settings.SWEEPLAB_SIGNIFICANCE_ALPHA)
+
+
+def thresholds():
+    return Thresholds.from_mapping(settings.SWEEPLAB_VALIDITY)
+
+
+def min_requests():
+    return thresholds().min_requests
+
+
+def to_point_time(metric, values, time_scale):
+    """Per-request ``values`` (wall time, as the records hold them) in the point's own time:
+    a simulated point's metrics are stored in model time (sweepcore.metrics.to_model_time)."""
+    if values is None or not time_scale:
+        return values
+    if metric in metrics.RATE_FIELDS:
+        return [v * time_scale for v in values]
+    if metric.endswith("_ms"):  # latencies: a model millisecond is time_scale wall ms
+        return [v / time_scale for v in values]
+    return values
+
+
+def load_samples(points, metric):
+    """``{point id: [per-request value, ...]}`` of ``metric`` for the given points (dicts
+    with ``id`` and ``simulated_time_scale``, or Points), in one query; {} for a metric that
+    has no per-request values (see sweepcore.metrics.request_samples)."""
+    if metrics.request_samples(metric, []) is None:
+        return {}
+    scales = {_get(p, "id"): _get(p, "simulated_time_scale") for p in points}
+    records = {pid: [] for pid in scales}
+    if not records:
+        return {}
+    rows = RequestRecord.objects.filter(point_id__in=list(records)).order_by().values(*SAMPLE_FIELDS)
+    for row in rows.iterator(chunk_size=2000):
+        records[row.pop("point_id")].append(row)
+    return {pid: to_point_time(metric, metrics.request_samples(metric, recs), scales[pid])
+            for pid, recs in records.items()}
+
+
+def repeat_values(extra, metric):
+    """The per-repeat values of ``metric`` in a point's ``extra["repeats"]`` (a list of
+    dicts), or [] when it has none."""
+    repeats = (extra or {}).get("repeats") if isinstance(extra, dict) else None
+    if not isinstance(repeats, list):
+        return []
+    return [float(r[metric]) for r in repeats
+            if isinstance(r, dict) and isinstance(r.get(metric), (int, float))]
