@@ -15,7 +15,7 @@ from django.core.exceptions import ValidationError
 from django.db.models import Case, F, FloatField, IntegerField, Q, Value, When
 
 from benchmarks.models import Method
-from runs.models import Point, PointStatus, Run
+from runs.models import Point, PointStatus, Run, Validity
 from runs.queryparams import ChoiceParam, IntegerParam, QueryError, QueryForm, TextParam
 from runs.results.charts import config_label
 
@@ -73,6 +73,7 @@ class PointsTableForm(QueryForm):
     tp = IntegerParam()
     run = IntegerParam()
     q = TextParam(strip=True)
+    valid_only = ChoiceParam(("1",), "valid_only value")  # "1": only points whose verdict is valid
     page = IntegerParam(1)
     per_page = IntegerParam(DEFAULT_PER_PAGE, maximum=MAX_PER_PAGE)
 
@@ -139,6 +140,8 @@ def points_table(sweep_id, params):
         points = points.filter(run__tp=params["tp"])
     if params["run"] is not None:
         points = points.filter(run_id=params["run"])
+    if params["valid_only"]:
+        points = points.filter(validity=Validity.VALID)
     if params["q"]:
         # The configuration label is made in Python (from JSON params), so match it here.
         needle = params["q"].casefold()
