@@ -5,7 +5,7 @@ sample size ``n`` and whether it was simulated, its measured values in column or
 with its 95 % interval where the metric has one, and the pager."""
 
 from runs.models import Point, Validity
-from runs.results.points_table import DEFAULT_PER_PAGE, MAX_PER_PAGE, METRIC_COLUMNS, points_table
+from runs.results.points_table import DEFAULT_PER_PAGE, MAX_PER_PAGE, METRIC_COLUMNS, SORT_COLUMNS, points_table
 from sweepcore.metrics import INTERVAL_METRICS, higher_is_better
 
 PER_PAGE_CHOICES = (50, DEFAULT_PER_PAGE, 200, MAX_PER_PAGE)
@@ -18,10 +18,11 @@ LEADING_COLUMNS = (
     ("concurrency", "Concurrency", True),
     ("status", "Status", False),
 )
-# Columns after the status that do not sort: (header, what it holds, numeric).
+# The evidence columns after the status: (sort column, header, what it holds, numeric); they
+# sort where points_table can sort by them.
 EVIDENCE_COLUMNS = (
-    ("Verdict", "valid, suspect or invalid (sweepcore.validity), the reasons in its tooltip", False),
-    ("n", "completed requests: the sample behind the medians", True),
+    ("validity", "Verdict", "valid, suspect or invalid (sweepcore.validity), the reasons in its tooltip", False),
+    ("n", "n", "completed requests: the sample behind the medians", True),
 )
 # The evidence fields of a point row (the JSON contract of a point).
 EVIDENCE_KEYS = ("validity", "validity_reasons", "n", "simulated_time_scale",
@@ -46,17 +47,20 @@ def headers(sort):
     sort a click asks for (the other direction of the current column; a new column starts
     with its best values, so speeds start with the fastest)."""
     current, descending = sort.lstrip("-"), sort.startswith("-")
-    columns = (*LEADING_COLUMNS, *((name, METRIC_HEADERS[name], True) for name in METRIC_COLUMNS))
+    evidence = tuple((name if name in SORT_COLUMNS else None, label, numeric) for name, label, _, numeric in EVIDENCE_COLUMNS)
+    columns = (*LEADING_COLUMNS, *evidence, *((name, METRIC_HEADERS[name], True) for name in METRIC_COLUMNS))
+    titles = {label: title for _, label, title, _ in EVIDENCE_COLUMNS}
     cells = []
     for name, label, numeric in columns:
-        if name == METRIC_COLUMNS[0]:
-            cells.extend({"sort": None, "label": label, "title": title, "numeric": numeric}
-                         for label, title, numeric in EVIDENCE_COLUMNS)
+        if name is None:
+            cells.append({"sort": None, "label": label, "title": titles[label], "numeric": numeric})
+            continue
         active = name == current
         if active:
             following = name if descending else f"-{name}"
         else:
-            following = f"-{name}" if name in METRIC_COLUMNS and higher_is_better(name) else name
+            most_first = name == "n" or (name in METRIC_COLUMNS and higher_is_better(name))
+            following = f"-{name}" if most_first else name
         cells.append({
             "sort": name,
             "label": label,
@@ -64,6 +68,7 @@ def headers(sort):
             "aria_sort": ("descending" if descending else "ascending") if active else "none",
             "arrow": (" ▼" if descending else " ▲") if active else "",
             "next": following,
+            "title": titles.get(label, ""),
         })
     return cells
 

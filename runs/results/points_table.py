@@ -16,7 +16,7 @@ from django.db.models import Case, F, FloatField, IntegerField, Q, Value, When
 
 from benchmarks.models import Method
 from runs.models import Point, PointStatus, Run, Validity
-from runs.queryparams import ChoiceParam, IntegerParam, QueryError, QueryForm, TextParam
+from runs.queryparams import ChoiceParam, FlagParam, IntegerParam, QueryError, QueryForm, TextParam
 from runs.results.charts import config_label
 
 DEFAULT_PER_PAGE = 100
@@ -73,7 +73,7 @@ class PointsTableForm(QueryForm):
     tp = IntegerParam()
     run = IntegerParam()
     q = TextParam(strip=True)
-    valid_only = ChoiceParam(("1",), "valid_only value")  # "1": only points whose verdict is valid
+    valid_only = FlagParam()
     page = IntegerParam(1)
     per_page = IntegerParam(DEFAULT_PER_PAGE, maximum=MAX_PER_PAGE)
 

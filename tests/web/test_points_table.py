@@ -188,7 +188,7 @@ def test_the_table_uses_a_constant_number_of_queries(catalog, viewer, client, ru
 def test_parse_query_defaults():
     assert parse_query({}) == {
         "sort": "run", "status": "", "workload": "", "method": "", "tp": None, "run": None, "q": "",
-        "valid_only": "", "page": 1, "per_page": 100,
+        "valid_only": False, "page": 1, "per_page": 100,
     }
 
 
