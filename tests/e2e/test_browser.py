@@ -383,9 +383,14 @@ def test_a_suspect_bar_is_hatched_and_an_invalid_point_is_a_marker_with_its_reas
 
     def tooltip_at(dataset, index):
         """Hover the element and read the tooltip Chart.js draws for it."""
-        box = page.locator(".chart-box[data-chart='decode_tok_s'] canvas").bounding_box()
-        x, y = page.evaluate(f"() => {{ const e = {chart}.getDatasetMeta({dataset}).data[{index}]; return [e.x, e.y]; }}")
-        page.mouse.move(box["x"] + x, box["y"] + y - 2)
+        canvas = page.locator(".chart-box[data-chart='decode_tok_s'] canvas")
+        canvas.scroll_into_view_if_needed()
+        box = canvas.bounding_box()
+        x, y = page.evaluate(f"""() => {{
+            const e = {chart}.getDatasetMeta({dataset}).data[{index}];
+            return [e.x, e.base === undefined ? e.y : (e.y + e.base) / 2];  // a bar's middle, a marker's centre
+        }}""")
+        page.mouse.move(box["x"] + x, box["y"] + y)
         page.wait_for_function(f"{chart}.tooltip.opacity > 0 && {chart}.tooltip.getActiveElements().length > 0")
         return page.evaluate(f"() => {chart}.tooltip.body.flatMap(b => b.lines)")
 
