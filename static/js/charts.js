@@ -46,34 +46,8 @@
   const SUSPECT_ENTRY = { status: "suspect", label: "Suspect", color: "#b26a00",
     meaning: "hatched bar or hollow point: measured, but a rule objected (reasons in the tooltip)" };
 
-  // A data item's reasons as lines: a list of {code, message} or one text.
-  function reasonLines(reasons) {
-    if (!reasons) return [];
-    if (typeof reasons === "string") return [reasons];
-    return reasons.map(function (r) { return r && typeof r === "object" ? r.code + ": " + r.message : String(r); });
-  }
-
-  // Diagonal lines in the series colour over a pale wash of it, one pattern per colour.
-  const patterns = {};
-  function hatch(colour) {
-    if (patterns[colour]) return patterns[colour];
-    const tile = document.createElement("canvas");
-    tile.width = tile.height = 8;
-    const g = tile.getContext("2d");
-    g.globalAlpha = 0.22;
-    g.fillStyle = colour;
-    g.fillRect(0, 0, 8, 8);
-    g.globalAlpha = 1;
-    g.strokeStyle = colour;
-    g.lineWidth = 2;
-    g.beginPath();
-    g.moveTo(-2, 10); g.lineTo(10, -2);
-    g.moveTo(-2, 2); g.lineTo(2, -2);
-    g.moveTo(6, 10); g.lineTo(10, 6);
-    g.stroke();
-    patterns[colour] = g.createPattern(tile, "repeat");
-    return patterns[colour];
-  }
+  const hatch = window.sweeplab.hatch;
+  const reasonLines = window.sweeplab.reasonLines;
 
   function hasInterval(item) {
     return item && typeof item === "object" && typeof item.yMin === "number" && typeof item.yMax === "number";
