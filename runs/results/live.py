@@ -1,10 +1,11 @@
 """What the sweep page shows of a sweep while it runs, and of one run in its drawer.
 
 ``sweep_state`` is the one reading behind the page, its live partial and progress.json: the
-runs with their point counts per status, and the sweep's progress, in two queries whatever
-the number of runs. ``run_drawer`` is everything about one run (drawer.json and the drawer
+runs with their point counts per status, the sweep's progress, its points counted by verdict
+(valid / suspect / invalid) and the time scales of its simulated points, in two queries
+whatever the number of runs. ``run_drawer`` is everything about one run (drawer.json and the drawer
 partial): timeline, what was launched, what the server said, why it failed, its log tail
-and GPU telemetry.
+GPU telemetry, and the verdict on each of its measured points with the reasons.
 """
 
 import hashlib
@@ -15,7 +16,7 @@ import shlex
 from django.db.models import Count
 
 from benchmarks.models import SweepStatus
-from runs.models import Point, PointStatus, Run, RunEvent
+from runs.models import Point, PointStatus, Run, RunEvent, Validity
 from runs.results.gpu_series import gpu_series
 
 FINISHED_SWEEP = (SweepStatus.DONE, SweepStatus.CANCELLED)
@@ -49,17 +50,31 @@ def sweep_state(sweep):
     """The sweep's runs in plan order, each with ``status_counts`` (its points per status, in
     the order statuses are declared) and ``progress`` (point_progress of those), plus the
     sweep's own ``counts``, ``progress``, ``legend`` (value, label, count), whether it is
-    ``finished``, and ``counts_key``, which changes whenever a point of any run changes
-    status (the points table reloads then)."""
+    ``finished``, ``counts_key``, which changes whenever a point of any run changes
+    status (the points table reloads then), ``verdicts`` (value, label, count of the
+    measured points by verdict) and ``simulated_scales`` (the time scales of the points
+    measured on a time-scaled simulator, whose figures are in model time)."""
     runs = list(
         Run.objects.filter(sweep=sweep).select_related("known_failure").only(*RUN_ROW_FIELDS).order_by("position")
     )
     per_run = {run.pk: {} for run in runs}
     overall = {}
-    rows = Point.objects.filter(run__sweep=sweep).values("run_id", "status").annotate(n=Count("id")).order_by()
+    verdicts = {}
+    scales = set()
+    rows = (
+        Point.objects.filter(run__sweep=sweep)
+        .values("run_id", "status", "validity", "simulated_time_scale")
+        .annotate(n=Count("id"))
+        .order_by()
+    )
     for row in rows:
-        per_run.setdefault(row["run_id"], {})[row["status"]] = row["n"]
+        statuses = per_run.setdefault(row["run_id"], {})
+        statuses[row["status"]] = statuses.get(row["status"], 0) + row["n"]
         overall[row["status"]] = overall.get(row["status"], 0) + row["n"]
+        if row["validity"]:
+            verdicts[row["validity"]] = verdicts.get(row["validity"], 0) + row["n"]
+        if row["simulated_time_scale"] is not None:
+            scales.add(row["simulated_time_scale"])
     for run in runs:
         run.status_counts = {v: per_run[run.pk][v] for v in PointStatus.values if per_run[run.pk].get(v)}
         run.progress = point_progress(run.status_counts)
@@ -73,7 +88,52 @@ def sweep_state(sweep):
         "progress": point_progress(overall),
         "legend": [(value, label, counts[value]) for value, label in PointStatus.choices if value in counts],
         "counts_key": hashlib.sha1(key.encode()).hexdigest()[:16],
+        "verdicts": verdict_counts(verdicts),
+        "simulated_scales": sorted(scales),
     }
+
+
+def verdict_counts(counts):
+    """(value, label, count) of each verdict (sweepcore.validity) with points, valid first."""
+    return [(value, label, counts[value]) for value, label in Validity.choices if counts.get(value)]
+
+
+# A measured point of a run as its drawer lists it.
+DRAWER_POINT_FIELDS = (
+    "id", "workload__name", "prompt_tokens", "concurrency", "validity", "validity_reasons", "completed",
+    "decode_tok_s", "intervals", "simulated_time_scale", "stop_reason",
+)
+
+
+def run_verdicts(run):
+    """The verdicts on a run's measured points (one query): counts per verdict, the time
+    scales of simulated points, and each point in plan order with its verdict, reasons, n,
+    decode speed and its interval, and why it stopped sending requests."""
+    points = []
+    counts = {}
+    scales = set()
+    for point in Point.objects.filter(run=run).exclude(validity="").order_by("position", "id").values(
+        *DRAWER_POINT_FIELDS
+    ):
+        counts[point["validity"]] = counts.get(point["validity"], 0) + 1
+        if point["simulated_time_scale"] is not None:
+            scales.add(point["simulated_time_scale"])
+        interval = (point["intervals"] or {}).get("decode_tok_s")
+        points.append({
+            "id": point["id"],
+            "workload": point["workload__name"],
+            "prompt_tokens": point["prompt_tokens"],
+            "concurrency": point["concurrency"],
+            "validity": point["validity"],
+            "validity_display": str(Validity(point["validity"]).label),
+            "validity_reasons": point["validity_reasons"] or [],
+            "n": point["completed"],
+            "decode_tok_s": point["decode_tok_s"],
+            "decode_tok_s_ci": list(interval) if interval else None,
+            "simulated_time_scale": point["simulated_time_scale"],
+            "stop_reason": point["stop_reason"],
+        })
+    return {"counts": verdict_counts(counts), "simulated_scales": sorted(scales), "points": points}
 
 
 def tail_lines(path, n=LOG_TAIL_LINES, max_bytes=LOG_TAIL_MAX_BYTES, block=64 * 1024):
@@ -154,6 +214,7 @@ def run_drawer(run):
         },
         "log": log_tail(run),
         "telemetry": gpu_series(run.pk),
+        "verdicts": run_verdicts(run),
     }
 
 

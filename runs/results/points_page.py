@@ -1,9 +1,12 @@
 """The points table as the sweep page renders it (templates/runs/partials/points_table.html):
 one answer of ``points_table`` with its columns in display order and what a click on each
-header sorts by next, each row's measured values in column order, and the pager."""
+header sorts by next, each row's verdict (valid / suspect / invalid, with its reasons), its
+sample size ``n`` and whether it was simulated, its measured values in column order, each
+with its 95 % interval where the metric has one, and the pager."""
 
-from runs.results.points_table import DEFAULT_PER_PAGE, MAX_PER_PAGE, METRIC_COLUMNS, points_table
-from sweepcore.metrics import higher_is_better
+from runs.models import Point, Validity
+from runs.results.points_table import DEFAULT_PER_PAGE, MAX_PER_PAGE, METRIC_COLUMNS, SORT_COLUMNS, points_table
+from sweepcore.metrics import INTERVAL_METRICS, higher_is_better
 
 PER_PAGE_CHOICES = (50, DEFAULT_PER_PAGE, 200, MAX_PER_PAGE)
 
@@ -15,6 +18,15 @@ LEADING_COLUMNS = (
     ("concurrency", "Concurrency", True),
     ("status", "Status", False),
 )
+# The evidence columns after the status: (sort column, header, what it holds, numeric); they
+# sort where points_table can sort by them.
+EVIDENCE_COLUMNS = (
+    ("validity", "Verdict", "valid, suspect or invalid (sweepcore.validity), the reasons in its tooltip", False),
+    ("n", "n", "completed requests: the sample behind the medians", True),
+)
+# The evidence fields of a point row (the JSON contract of a point).
+EVIDENCE_KEYS = ("validity", "validity_reasons", "n", "simulated_time_scale",
+                 *(f"{metric}_ci" for metric in INTERVAL_METRICS))
 # Short headers of the measured columns, for a wide table (sweepcore.metrics names them in full).
 METRIC_HEADERS = {
     "decode_tok_s": "Decode (tok/s)",
@@ -35,14 +47,20 @@ def headers(sort):
     sort a click asks for (the other direction of the current column; a new column starts
     with its best values, so speeds start with the fastest)."""
     current, descending = sort.lstrip("-"), sort.startswith("-")
-    columns = (*LEADING_COLUMNS, *((name, METRIC_HEADERS[name], True) for name in METRIC_COLUMNS))
+    evidence = tuple((name if name in SORT_COLUMNS else None, label, numeric) for name, label, _, numeric in EVIDENCE_COLUMNS)
+    columns = (*LEADING_COLUMNS, *evidence, *((name, METRIC_HEADERS[name], True) for name in METRIC_COLUMNS))
+    titles = {label: title for _, label, title, _ in EVIDENCE_COLUMNS}
     cells = []
     for name, label, numeric in columns:
+        if name is None:
+            cells.append({"sort": None, "label": label, "title": titles[label], "numeric": numeric})
+            continue
         active = name == current
         if active:
             following = name if descending else f"-{name}"
         else:
-            following = f"-{name}" if name in METRIC_COLUMNS and higher_is_better(name) else name
+            most_first = name == "n" or (name in METRIC_COLUMNS and higher_is_better(name))
+            following = f"-{name}" if most_first else name
         cells.append({
             "sort": name,
             "label": label,
@@ -50,8 +68,53 @@ def headers(sort):
             "aria_sort": ("descending" if descending else "ascending") if active else "none",
             "arrow": (" ▼" if descending else " ▲") if active else "",
             "next": following,
+            "title": titles.get(label, ""),
         })
     return cells
+
+
+def with_evidence(rows):
+    """The rows with their evidence fields (EVIDENCE_KEYS), read in one query for those
+    that do not carry them yet (runs.results.points_table sends what it has)."""
+    missing = [row["id"] for row in rows if any(key not in row for key in EVIDENCE_KEYS)]
+    if not missing:
+        return rows
+    stored = {
+        point["id"]: point
+        for point in Point.objects.filter(pk__in=missing).values(
+            "id", "validity", "validity_reasons", "completed", "intervals", "simulated_time_scale")
+    }
+    filled = []
+    for row in rows:
+        point = stored.get(row["id"])
+        if point is None:
+            filled.append(row)
+            continue
+        intervals = point["intervals"] or {}
+        evidence = {
+            "validity": point["validity"],
+            "validity_reasons": point["validity_reasons"] or [],
+            "n": point["completed"],
+            "simulated_time_scale": point["simulated_time_scale"],
+            **{f"{metric}_ci": (list(intervals[metric]) if intervals.get(metric) else None)
+               for metric in INTERVAL_METRICS},
+        }
+        filled.append({**evidence, **row})
+    return filled
+
+
+def _display_row(row):
+    """A row as the template writes it: its verdict's label and its measured cells, each
+    ``{"value", "ci"}`` (ci None where the metric has no interval or the point none)."""
+    ok = row["status"] == "ok"
+    validity = row.get("validity") or ""
+    return {
+        **row,
+        "validity_display": str(Validity(validity).label) if validity else "",
+        "measured": [
+            {"value": row[name], "ci": row.get(f"{name}_ci") if ok else None} for name in METRIC_COLUMNS
+        ],
+    }
 
 
 def points_page(sweep_id, params):
@@ -64,7 +127,7 @@ def points_page(sweep_id, params):
         "sweep_id": sweep_id,
         "params": params,
         "headers": headers(data["sort"]),
-        "rows": [{**row, "measured": [row[name] for name in METRIC_COLUMNS]} for row in data["rows"]],
+        "rows": [_display_row(row) for row in with_evidence(data["rows"])],
         "first": (page - 1) * per_page + 1 if total else 0,
         "last": min(total, page * per_page),
         "previous_page": page - 1 if page > 1 else None,

@@ -1,4 +1,5 @@
-"""Numbers as the pages show them: the server's twin of ``sweeplab.fmt`` in static/js/util.js."""
+"""Numbers as the pages show them: the server's twin of ``sweeplab.fmt`` in static/js/util.js, with
+a median's interval, a point's verdict reasons and a simulator's time scale."""
 
 from decimal import ROUND_HALF_UP, Context, Decimal
 
@@ -19,3 +20,26 @@ def num(value):
     places = Decimal(1) if abs(value) >= 100 else Decimal("0.01")
     # toFixed writes -0 as "0": so does this (0.0 == -0.0).
     return str(Decimal(value or 0.0).quantize(places, rounding=ROUND_HALF_UP, context=_WIDE))
+
+
+@register.filter
+def interval(bounds):
+    """A 95 % interval [lo, hi] as the pages write it beside a median: "[33.20–35.00]";
+    empty when there is none."""
+    if not bounds or len(bounds) != 2 or bounds[0] is None or bounds[1] is None:
+        return ""
+    return f"[{num(bounds[0])}–{num(bounds[1])}]"
+
+
+@register.filter
+def reasons(items):
+    """A point's validity_reasons as one line: "code: message; code: message"."""
+    return "; ".join(f"{item.get('code', '')}: {item.get('message', '')}" for item in items or ())
+
+
+@register.filter
+def scale(value):
+    """A simulator's time scale as written after "×": 0.02, 0.1, 1.5 (no trailing zeros)."""
+    if value is None:
+        return ""
+    return f"{value:g}"

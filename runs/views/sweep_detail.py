@@ -42,6 +42,8 @@ def sweep_detail(request, sweep_id):
         {
             **state,
             "spec_yaml": dump_yaml(sweep.spec),
+            # ?valid_only=1: the charts and the points table hide suspect and invalid points
+            "valid_only": request.GET.get("valid_only") == "1",
             "chart_height_px": 140 + 24 * len(runs),  # title, axis and legend, then a bar per run
             "status_chart": {
                 "labels": [run.config_label for run in runs],
@@ -110,6 +112,8 @@ def sweep_progress(request, sweep_id):
             "progress": state["progress"],
             "counts": state["counts"],
             "status_labels": dict(PointStatus.choices),
+            "verdicts": {value: count for value, _, count in state["verdicts"]},
+            "simulated_time_scales": state["simulated_scales"],
             "runs": [
                 {
                     "id": run.pk,

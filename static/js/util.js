@@ -1,5 +1,6 @@
 // What the pages' scripts share (window.sweeplab): the one number formatter, an element
-// builder that never parses HTML, a JSON fetch, and the registry of Chart.js instances
+// builder that never parses HTML, a JSON fetch, the hatch of a suspect value, a verdict's
+// reasons as lines, and the registry of Chart.js instances
 // (window.sweeplabCharts, chart id -> Chart, which the browser tests read).
 (function () {
   "use strict";
@@ -41,5 +42,35 @@
     }
   });
 
-  window.sweeplab = { fmt: fmt, el: el, getJSON: getJSON };
+  // A suspect value's fill: diagonal lines in its colour over a pale wash of it (a
+  // CanvasPattern, one per colour), so that it never looks like a clean bar.
+  const patterns = {};
+  function hatch(colour) {
+    if (patterns[colour]) return patterns[colour];
+    const tile = document.createElement("canvas");
+    tile.width = tile.height = 8;
+    const g = tile.getContext("2d");
+    g.globalAlpha = 0.22;
+    g.fillStyle = colour;
+    g.fillRect(0, 0, 8, 8);
+    g.globalAlpha = 1;
+    g.strokeStyle = colour;
+    g.lineWidth = 2;
+    g.beginPath();
+    g.moveTo(-2, 10); g.lineTo(10, -2);
+    g.moveTo(-2, 2); g.lineTo(2, -2);
+    g.moveTo(6, 10); g.lineTo(10, 6);
+    g.stroke();
+    patterns[colour] = g.createPattern(tile, "repeat");
+    return patterns[colour];
+  }
+
+  // A point's verdict reasons as lines: a list of {code, message} or one text.
+  function reasonLines(reasons) {
+    if (!reasons) return [];
+    if (typeof reasons === "string") return [reasons];
+    return reasons.map(function (r) { return r && typeof r === "object" ? r.code + ": " + r.message : String(r); });
+  }
+
+  window.sweeplab = { fmt: fmt, el: el, getJSON: getJSON, hatch: hatch, reasonLines: reasonLines };
 })();

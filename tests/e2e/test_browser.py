@@ -330,3 +330,92 @@ def test_a_real_llama_cpp_sweep_in_the_browser(browser, operator, live_server, t
     doc_shot(page.locator(".chart-box[data-chart='speedup']"), "real-speedup-chart")
     assert errors == []
     assert wait_for(lambda: not (llamacpp_pids() - before), timeout=15)
+
+
+def test_a_suspect_bar_is_hatched_and_an_invalid_point_is_a_marker_with_its_reason(
+        browser, catalog, roles, make_user, live_server):
+    """Nothing suspect looks clean: on the sweep page's decode chart a suspect value is a
+    hatched bar (a CanvasPattern), an invalid one is no bar but an "Invalid" marker whose
+    tooltip gives its reason, and an interval is an error bar; ?valid_only=1 hides both."""
+    from tests.web.sweeps import add_run, make_sweep
+
+    make_user("vera", "viewer")
+    sweep = make_sweep("verdicts")
+    ar = add_run(sweep, 0, "autoregressive", {}, 1, speed=50.0)
+    dd = add_run(sweep, 1, "ddtree", {"budget": 15, "topk_cap": 8}, 1, speed=120.0)
+    reason = {"code": "client_bound", "message": "the client's event loop lagged 14 ms p99 (limit 5 ms)"}
+    busy = {"code": "host_busy", "message": "pid 4242 (python) took 0.97 of a core (limit 0.25)"}
+    for run in (ar, dd):
+        for point in Point.objects.filter(run=run):
+            Point.objects.filter(pk=point.pk).update(
+                validity="valid", completed=12,
+                intervals={"decode_tok_s": [point.decode_tok_s * 0.95, point.decode_tok_s * 1.05]})
+    suspect, invalid = Point.objects.filter(run=dd).order_by("position")[:2]
+    Point.objects.filter(pk=suspect.pk).update(validity="suspect", validity_reasons=[busy])
+    Point.objects.filter(pk=invalid.pk).update(validity="invalid", validity_reasons=[reason])
+
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    errors = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    log_in(page, live_server, "vera", "pw-vera-12345")
+    page.goto(f"{live_server.url}/sweeps/{sweep.pk}/")
+    page.wait_for_selector("#comparison-charts[data-ready=true]")
+    chart = "window.sweeplabCharts.decode_tok_s"
+    found = page.evaluate(f"""() => {{
+        const chart = {chart};
+        const i = chart.data.datasets.findIndex(d => d.label === {dd.config_label!r} && d.kind !== "marker");
+        const bars = chart.getDatasetMeta(i).data;
+        const m = chart.data.datasets.findIndex(d => d.kind === "marker" && d.status === "invalid");
+        return {{
+            type: chart.config.type,
+            fills: bars.map(b => b.options.backgroundColor instanceof CanvasPattern ? "pattern" : String(b.options.backgroundColor)),
+            values: chart.data.datasets[i].data.map(p => p.y),
+            intervals: chart.data.datasets[i].data.map(p => [p.yMin, p.yMax]),
+            marker: m,
+            markers: m < 0 ? [] : chart.data.datasets[m].data.map(p => [p.x, p.reason]),
+        }};
+    }}""")
+    assert found["type"] == "barWithErrorBars"
+    assert found["fills"][0] == "pattern" and "pattern" not in found["fills"][1:]  # the suspect bar, only
+    assert found["values"][1] is None  # the invalid point is not a bar
+    assert found["intervals"][0][0] < found["values"][0] < found["intervals"][0][1]
+    assert found["marker"] >= 0 and len(found["markers"]) == 1 and "client_bound" in found["markers"][0][1]
+
+    def tooltip_at(dataset, index):
+        """Hover the element and read the tooltip Chart.js draws for it."""
+        canvas = page.locator(".chart-box[data-chart='decode_tok_s'] canvas")
+        canvas.scroll_into_view_if_needed()
+        box = canvas.bounding_box()
+        x, y = page.evaluate(f"""() => {{
+            const e = {chart}.getDatasetMeta({dataset}).data[{index}];
+            return [e.x, e.base === undefined ? e.y : (e.y + e.base) / 2];  // a bar's middle, a marker's centre
+        }}""")
+        page.mouse.move(box["x"] + x, box["y"] + y)
+        page.wait_for_function(f"{chart}.tooltip.opacity > 0 && {chart}.tooltip.getActiveElements().length > 0")
+        return page.evaluate(f"() => {chart}.tooltip.body.flatMap(b => b.lines)")
+
+    lines = tooltip_at(found["marker"], 0)
+    assert lines[0] == f"Invalid: {dd.config_label}"
+    assert "client_bound: the client's event loop lagged 14 ms p99 (limit 5 ms)" in lines
+    dd_index = page.evaluate(f"() => {chart}.data.datasets.findIndex(d => d.label === {dd.config_label!r})")
+    lines = tooltip_at(dd_index, 0)
+    assert lines[0].startswith(f"{dd.config_label}: {num(suspect.decode_tok_s)} tok/s, 95 % CI ") and lines[0].endswith("n = 12")
+    assert lines[1] == "suspect: host_busy: pid 4242 (python) took 0.97 of a core (limit 0.25)"
+    assert page.locator("#sweep-verdicts [data-verdict=suspect]").inner_text() == "1 suspect"
+    assert page.locator(f"tr.point-row[data-point-id='{invalid.pk}'] [data-field=validity] .badge").get_attribute("title") == (
+        "client_bound: the client's event loop lagged 14 ms p99 (limit 5 ms)")
+    shot(page, "verdicts-sweep-detail")
+
+    page.click("[data-action=show-valid-only]")
+    page.wait_for_selector("#comparison-charts[data-ready=true]")
+    page.wait_for_selector("tr.point-row")
+    hidden = page.evaluate(f"""() => {{
+        const chart = {chart};
+        const i = chart.data.datasets.findIndex(d => d.label === {dd.config_label!r} && d.kind !== "marker");
+        return {{ values: chart.data.datasets[i].data.map(p => p.y),
+                  invalid: chart.data.datasets.some(d => d.kind === "marker" && d.status === "invalid") }};
+    }}""")
+    assert hidden["values"][:2] == [None, None] and hidden["values"][2] is not None and not hidden["invalid"]
+    rows = page.eval_on_selector_all("tr.point-row", "rows => rows.map(r => r.dataset.validity)")
+    assert rows and set(rows) == {"valid"}
+    assert errors == []

@@ -57,7 +57,7 @@ def test_the_live_partial_sends_the_same_run_rows_the_page_shows(sweep, viewer, 
     assert run_rows(sent) == page and len(page) == 3
     # Out of band, by id, inside a <template> (a <tbody> cannot stand alone in a fragment).
     template = sent[sent.index("<template>"):sent.index("</template>")]
-    assert run_rows(template) == page and sent.count(' hx-swap-oob="true"') == 3 + 4  # rows, status, actions, bar, legend
+    assert run_rows(template) == page and sent.count(' hx-swap-oob="true"') == 3 + 5  # rows, status, actions, bar, legend, verdicts
     crashed = Run.objects.get(sweep=sweep, position=1)
     row = page[crashed.pk]
     assert '<span class="badge r-crashed" data-field="status">Crashed</span>' in row
@@ -146,7 +146,7 @@ def points(client, sweep, **params):
 
 
 def point_rows(html):
-    return re.findall(r'<tr class="point-row" data-point-id="(\d+)" data-run-id="\d+" data-status="(\w+)">', html)
+    return re.findall(r'<tr class="point-row[^"]*" data-point-id="(\d+)" data-run-id="\d+" data-status="(\w+)"', html)
 
 
 def test_the_points_partial_shows_the_rows_of_points_table_json(sweep, viewer, client):
