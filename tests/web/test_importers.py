@@ -243,8 +243,11 @@ def test_an_imported_sweep_has_its_charts_and_compares(viewer, catalog, client):
     data = sweep_charts(sweep.pk)
     decode = next(c for c in data["charts"] if c["id"] == "decode_tok_s")
     values = [v["y"] for d in decode["datasets"] if d["kind"] == "value" for v in d["data"] if v["y"] is not None]
-    # The charts send 4 significant digits.
-    assert values == [pytest.approx(Point.objects.get(run__sweep=sweep).decode_tok_s, rel=5e-4)]
+    # One of the file's five requests failed: the point is invalid, a marker with its
+    # reasons, never a bar.
+    assert Point.objects.get(run__sweep=sweep).validity == "invalid" and values == []
+    invalid = [v for d in decode["datasets"] if d["kind"] == "marker" and d["label"] == "Invalid" for v in d["data"]]
+    assert len(invalid) == 1 and "failed_requests: 1 of 5 requests failed" in invalid[0]["reason"]
     client.force_login(viewer)
     assert client.get(reverse("sweep-charts", args=[sweep.pk])).json() == json.loads(json.dumps(data))
     page = client.get(reverse("sweep-detail", args=[sweep.pk]))
