@@ -72,22 +72,36 @@ def point_status(results, server_alive):
     return PointStatus.OK, ""
 
 
-def stability_note(until, results):
-    """(stable, words) for an ``until_stable`` rule over a load's results so far."""
+def measured_window(results):
+    """Wall seconds from the first send to the last token arrived so far."""
+    sent = [r.send_time for r in results]
+    if not sent:
+        return 0.0
+    ends = [r.send_time + (r.chunk_offsets[-1] if r.chunk_offsets else 0.0) for r in results]
+    return max(ends) - min(sent)
+
+
+def stability_note(until, results, min_duration_s=0.0):
+    """(stable, words) for an ``until_stable`` rule over a load's results so far. Stable
+    also needs a window of at least ``min_duration_s`` (the verdict's own minimum), so
+    that the rule never stops on evidence the verdict would call thin."""
     metric, limit = until["metric"], until["rel_ci"]
     rel, n = metrics.stability(metric, results)
-    stable = rel is not None and n >= until["min_requests"] and rel <= limit
+    window = measured_window(results)
+    stable = rel is not None and n >= until["min_requests"] and rel <= limit and window >= min_duration_s
     spread = f"±{rel * 100:.1f} %" if rel is not None else f"without an interval ({n} completed)"
     if stable:
         return True, f"stable: {metric} {spread} after {n} requests (limit ±{limit * 100:g} %)"
-    return False, (f"max_requests: {len(results)} requests sent, {metric} still {spread} "
+    short = f", a {window:.2f} s window (at least {min_duration_s:g} s)" if window < min_duration_s else ""
+    return False, (f"max_requests: {len(results)} requests sent, {metric} still {spread}{short} "
                    f"(limit ±{limit * 100:g} %)")
 
 
-def keep_going_until_stable(until):
+def keep_going_until_stable(until, min_duration_s=0.0):
     """LoadConfig.keep_going for an ``until_stable`` rule: send while the metric's
-    interval is wider than asked or fewer than min_requests completed."""
-    return lambda results: not stability_note(until, results)[0]
+    interval is wider than asked, fewer than min_requests completed or the window is
+    shorter than the verdict's minimum."""
+    return lambda results: not stability_note(until, results, min_duration_s)[0]
 
 
 def pooled_result(loads):
@@ -612,19 +626,20 @@ class RunExecutor:
         before = adapter.spec_snapshot(self.server.base_url)
         log_start = process.log_size()
         loads, stops, text_of, sent = [], [], {}, 0
+        thresholds = Thresholds.from_mapping(settings.SWEEPLAB_VALIDITY)
         host_before = hostload.snapshot()
         for repeat in range(repeats):
             chunk = texts[repeat * count:(repeat + 1) * count] or texts
             config = self.load_config(chunk, point.max_new_tokens, point.concurrency, count)
             if until:
-                config.keep_going = keep_going_until_stable(until)
+                config.keep_going = keep_going_until_stable(until, thresholds.min_duration_s)
             load = loadgen.run_load_sync(config)
             for r in load.results:  # the indices of the point's requests continue across repeats
                 text_of[sent + r.index] = chunk[r.index % len(chunk)]
                 r.index += sent
             sent += len(load.results)  # every index handed out gives one result
             loads.append(load)
-            stops.append(stability_note(until, load.results)[1] if until else "")
+            stops.append(stability_note(until, load.results, thresholds.min_duration_s)[1] if until else "")
             if repeat + 1 < repeats and not process.alive():
                 break
         host_after = hostload.snapshot()
@@ -649,7 +664,7 @@ class RunExecutor:
         extra_body = adapter.extra_body(point.max_new_tokens, self.run.server_info)
         verdict = judge(
             result.results, summary,
-            thresholds=Thresholds.from_mapping(settings.SWEEPLAB_VALIDITY),
+            thresholds=thresholds,
             client_cpu_share=result.client_cpu_fraction,
             host=host,
             asked_output_tokens=point.max_new_tokens if forces_length(extra_body) else None,

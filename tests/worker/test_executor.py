@@ -1,6 +1,6 @@
 """The executor's decisions that need no server: a point's status from its requests."""
 
-from runs.worker.executor import point_status
+from runs.worker.executor import point_status, stability_note
 from sweepcore.loadgen import RequestResult
 
 
@@ -28,3 +28,24 @@ def test_refusals_and_timeouts_have_their_own_status():
     assert point_status([result(output_tokens=5), stall], True) == (
         "timeout", "1 of 2 requests timed out: no token for 2 s"
     )
+
+
+def steady(n, send_gap):
+    """n requests of 11 tokens, 10 ms apart each (100 tok/s decode), sent send_gap s apart."""
+    return [RequestResult(index=i, send_time=1000.0 + i * send_gap, chunk_offsets=[0.05 + 0.01 * k for k in range(11)],
+                          chunk_tokens=[1] * 11, output_tokens=11) for i in range(n)]
+
+
+UNTIL = {"metric": "decode_tok_s", "rel_ci": 0.05, "min_requests": 5, "max_requests": 50}
+
+
+def test_until_stable_stops_once_the_interval_is_narrow_and_the_window_long_enough():
+    stable, words = stability_note(UNTIL, steady(6, send_gap=0.2), min_duration_s=1.0)
+    assert stable and words == "stable: decode_tok_s ±0.0 % after 6 requests (limit ±5 %)"
+
+
+def test_until_stable_keeps_going_while_the_window_is_shorter_than_the_verdicts_minimum():
+    # Narrow interval, but 6 requests within 0.2 s: the verdict would call that window short.
+    stable, words = stability_note(UNTIL, steady(6, send_gap=0.01), min_duration_s=1.0)
+    assert not stable and "a 0.20 s window (at least 1 s)" in words
+    assert not stability_note(UNTIL, steady(4, send_gap=0.5), min_duration_s=1.0)[0]  # fewer than min_requests
