@@ -5,14 +5,13 @@ from django import forms
 
 from benchmarks.models import LLM, Engine, Host, Workload
 from runs.models import Run
-from runs.queryparams import FlagParam, IdListParam, IntegerParam, NumberParam, QueryForm, TextParam
+from runs.queryparams import FlagParam, IdListParam, IntegerParam, QueryForm, TextParam
 from runs.results import compare as compare_lib
 from runs.results import history as hist
 from sweepcore.importers import FORMAT_DESCRIPTIONS, FORMATS
 
 IMPORT_MAX_BYTES = 64 << 20
 HISTORY_MAX_WINDOW = 100
-HISTORY_MAX_THRESHOLD = 1000
 
 
 class ImportForm(forms.Form):
@@ -62,9 +61,9 @@ class HistoryQueryForm(QueryForm):
     gpu = TextParam()
     config = TextParam()
     metric = TextParam(hist.DEFAULT_METRIC)
-    threshold = NumberParam(hist.DEFAULT_THRESHOLD, above=0, below=HISTORY_MAX_THRESHOLD)
     window = IntegerParam(hist.DEFAULT_WINDOW, minimum=hist.MIN_HISTORY, maximum=HISTORY_MAX_WINDOW)
     show_excluded = FlagParam()
+    valid_only = FlagParam()
 
     def clean_metric(self):
         try:

@@ -36,7 +36,6 @@ from sweepcore.metrics import METRIC_NAMES, metric_label, request_samples
 from sweepcore.stats import Verdict
 
 DEFAULT_WINDOW = 5
-DEFAULT_THRESHOLD = 3.0  # accepted by the query form; the test's level is the significance alpha
 MIN_HISTORY = 3
 METHOD_NAME = "Mann-Whitney U against the trailing window"
 

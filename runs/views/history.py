@@ -16,20 +16,19 @@ from sweepcore import metrics
 
 def _history_query(query):
     """Validated history parameters from a GET query (runs.forms.HistoryQueryForm): the
-    series, metric, threshold, window and show_excluded; raises a QueryError (a ValueError)."""
+    series, metric, window, show_excluded and valid_only; raises a QueryError (a ValueError)."""
     values = HistoryQueryForm.parse(query)
-    return values["series"], values["metric"], values["threshold"], values["window"], values["show_excluded"]
+    return values["series"], values["metric"], values["window"], values["show_excluded"], values["valid_only"]
 
 
 @reader_required
 def history(request):
 
     try:
-        filters, metric, threshold, window, show_excluded = _history_query(request.GET)
+        filters, metric, window, show_excluded, valid_only = _history_query(request.GET)
         error = ""
     except ValueError as exc:
-        filters, metric, threshold, window, show_excluded = {}, hist.DEFAULT_METRIC, hist.DEFAULT_THRESHOLD, \
-            hist.DEFAULT_WINDOW, False
+        filters, metric, window, show_excluded, valid_only = {}, hist.DEFAULT_METRIC, hist.DEFAULT_WINDOW, False, False
         error = str(exc)
     complete = not error and all(
         filters.get(k) not in (None, "") for k in ("model", "engine", "method", "tp", "workload", "concurrency")
@@ -44,9 +43,11 @@ def history(request):
                 "config": f"{filters['method']}:{filters['params']}" if filters.get("method") else "",
                 "metric": metric,
             },
-            "threshold": threshold,
             "window": window,
             "show_excluded": show_excluded,
+            "valid_only": valid_only,
+            "min_history": hist.MIN_HISTORY,
+            "alpha": evidence.alpha(),
             "complete": complete,
             "error": error,
             "query": request.GET.urlencode(),
@@ -61,7 +62,7 @@ def history_data(request):
     """JSON: one series over time, its regressions and the detection method used."""
 
     try:
-        filters, metric, threshold, window, show_excluded = _history_query(request.GET)
+        filters, metric, window, show_excluded, valid_only = _history_query(request.GET)
         points = hist.series_points(filters, metric)
     except ValueError as exc:
         return JsonResponse({"error": str(exc)}, status=400)
@@ -95,7 +96,7 @@ def history_data(request):
         }
         if found["regression"]:
             regressions.append({**item, "window": found["window"], "pooled": found["pooled"]})
-        if show_excluded or not p["excluded"]:
+        if (show_excluded or not p["excluded"]) and (not valid_only or p.get("validity") == "valid"):
             out.append(item)
     return JsonResponse({
         "series": filters,
@@ -114,6 +115,7 @@ def history_data(request):
             ),
         },
         "show_excluded": show_excluded,
+        "valid_only": valid_only,
         "points": out,
         "regressions": regressions,
         "counts": {

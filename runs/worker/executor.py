@@ -100,8 +100,13 @@ def stability_note(until, results, min_duration_s=0.0):
 def keep_going_until_stable(until, min_duration_s=0.0):
     """LoadConfig.keep_going for an ``until_stable`` rule: send while the metric's
     interval is wider than asked, fewer than min_requests completed or the window is
-    shorter than the verdict's minimum."""
-    return lambda results: not stability_note(until, results, min_duration_s)[0]
+    shorter than the verdict's minimum -- and never once a request lost its connection
+    (the server is gone: more requests would only be refused)."""
+    def keep_going(results):
+        if any(r.error_kind in CONNECTION_ERRORS for r in results):
+            return False
+        return not stability_note(until, results, min_duration_s)[0]
+    return keep_going
 
 
 def pooled_result(loads):

@@ -11,6 +11,7 @@ from django.conf import settings
 from benchmarks.models import Engine, Sweep
 from runs.models import Point, PointStatus, Run
 from runs.results.charts import sweep_charts
+from runs.results.compare import VERDICT_COLOURS
 from runs.templatetags.sweeplab_format import num
 from tests.e2e.processes import celery_worker, simengine_pids, wait_for
 
@@ -41,9 +42,10 @@ def browser(monkeypatch):
 
 @pytest.fixture
 def operator(catalog, roles, make_user):
-    """olga, an operator, and the simulated engine at 0.01 x real time."""
+    """olga, an operator, and the simulated engine at 0.1 x real time (the demo's scale: its
+    chunks far enough apart for the client to time them)."""
     engine = Engine.objects.get(name="sglang-sim")
-    engine.argv_template = engine.argv_template + ["--time-scale", "0.01"]
+    engine.argv_template = engine.argv_template + ["--time-scale", "0.1"]
     engine.readiness_timeout_s = 60
     engine.save()
     return make_user("olga", "operator")
@@ -244,9 +246,14 @@ def test_build_launch_watch_and_chart_a_sweep_in_the_browser(browser, operator, 
     assert compare["x"] == "decode speed (tok/s), higher is better" and compare["y"] == "matched point"
     values = {d["label"]: d for d in compare["datasets"] if d["kind"] == "value"}
     assert list(values) == [f"#{sweep.pk}/{run.pk} {run.config_label}" for run in (ar, dd15, dd8)]
-    # DDTree budget 15 decodes faster than autoregressive: green bars; budget 8 crashed: no bars,
-    # markers with the crash's reason instead.
-    assert set(values[f"#{sweep.pk}/{dd15.pk} {dd15.config_label}"]["barColors"]) == {"#1a7f37"}
+    # Each of DDTree budget 15's bars is coloured by its verdict against autoregressive (the
+    # API's, from the same Mann-Whitney test); budget 8 crashed: no bars, markers with the
+    # crash's reason instead.
+    verdicts = page.evaluate(
+        "url => fetch(url).then(r => r.json())", f"/api/compare?run={ar.pk}&run={dd15.pk}&metric=decode_tok_s")
+    expected = [VERDICT_COLOURS[row["verdict"]] for row in verdicts["rows"] if row["group"] == 1]
+    assert len(expected) == 3
+    assert values[f"#{sweep.pk}/{dd15.pk} {dd15.config_label}"]["barColors"] == expected
     assert values[f"#{sweep.pk}/{dd8.pk} {dd8.config_label}"]["data"] == [None, None, None]
     marker_sets = [d for d in compare["datasets"] if d["kind"] == "marker"]
     assert {d["label"] for d in marker_sets} <= {"Crashed (server died during it)", "Not run (server died earlier)"}
@@ -282,7 +289,11 @@ def test_build_launch_watch_and_chart_a_sweep_in_the_browser(browser, operator, 
     }
     page.goto(f"{live_server.url}/history/?{urlencode(series)}")
     page.wait_for_function("window.sweeplabCharts && window.sweeplabCharts.history")
-    assert page.evaluate("window.sweeplabCharts.history.data.datasets[0].data.length") == 1
+    # The one point of the series is drawn once: on the line if valid, else as suspect or invalid.
+    drawn = page.evaluate("""window.sweeplabCharts.history.data.datasets
+        .filter(d => ['value', 'suspect', 'invalid'].includes(d.kind)).map(d => [d.kind, d.data.length])""")
+    where = {"valid": "value", "suspect": "suspect"}.get(dd15.points.get(prompt_tokens=2000).validity, "invalid")
+    assert sum(n for _, n in drawn) == 1 and dict(drawn)[where] == 1
     shot(page, "history")
     assert errors == []
     assert wait_for(lambda: not (simengine_pids() - before), timeout=10)

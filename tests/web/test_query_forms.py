@@ -89,11 +89,11 @@ def test_history_parameters_carry_the_series_and_config_overrides_method_and_par
         "model": "m", "engine": "", "method": "ddtree", "params": '{"budget":8}', "tp": 2, "workload": "",
         "prompt_tokens": None, "concurrency": None, "gpu": "",
     }
-    assert (values["metric"], values["threshold"], values["window"], values["show_excluded"]) == (
-        "decode_tok_s", 3.0, 5, False)
+    assert (values["metric"], values["window"], values["show_excluded"], values["valid_only"]) == (
+        "decode_tok_s", 5, False, False)
     assert HistoryQueryForm.parse(q("config=autoregressive"))["series"]["params"] == "{}"
     with pytest.raises(QueryError, match="^unknown metric 'reason': expected one of "):
-        HistoryQueryForm.parse(q("metric=reason&threshold=x"))
+        HistoryQueryForm.parse(q("metric=reason&window=x"))
     with pytest.raises(QueryError, match=r"^window must be at least 3 and at most 100, got 101$"):
         HistoryQueryForm.parse(q("window=101"))
 

@@ -1,6 +1,6 @@
 """The executor's decisions that need no server: a point's status from its requests."""
 
-from runs.worker.executor import point_status, stability_note
+from runs.worker.executor import keep_going_until_stable, point_status, stability_note
 from sweepcore.loadgen import RequestResult
 
 
@@ -49,3 +49,10 @@ def test_until_stable_keeps_going_while_the_window_is_shorter_than_the_verdicts_
     stable, words = stability_note(UNTIL, steady(6, send_gap=0.01), min_duration_s=1.0)
     assert not stable and "a 0.20 s window (at least 1 s)" in words
     assert not stability_note(UNTIL, steady(4, send_gap=0.5), min_duration_s=1.0)[0]  # fewer than min_requests
+
+
+def test_until_stable_stops_sending_once_the_server_is_gone():
+    keep_going = keep_going_until_stable(UNTIL, min_duration_s=1.0)
+    assert keep_going(steady(3, send_gap=0.2))
+    lost = RequestResult(index=3, send_time=1001.0, error_kind="connection_lost_mid_stream", error="lost")
+    assert not keep_going(steady(3, send_gap=0.2) + [lost])

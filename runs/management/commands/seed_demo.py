@@ -67,11 +67,10 @@ ENGINES = [
     },
 ]
 # The demo's simulated sweep (`manage.py demo`) runs in minutes instead of hours. Not
-# faster: at 1/4 the shortest decode steps (8 ms at TP8) still last 2 ms of wall time, well
-# above what the client can stamp (Thresholds.min_chunk_gap_ms) and above the simulator's
-# timer granularity (a late step is caught up by writing tokens back to back, which the
-# verdict calls below_resolution: at 1/50 most of the TP8 points were).
-DEMO_TIME_SCALE = 0.25
+# faster: at 1/10 the shortest decode steps (about 10 ms at TP8) last 1 ms of wall time,
+# ten times what the client can stamp apart (Thresholds.min_chunk_gap_ms); at 1/50, 24-74 %
+# of the TP8 points' chunk gaps were under it and the verdict called them below_resolution.
+DEMO_TIME_SCALE = 0.1
 ENGINES.append({
     **ENGINES[1],
     "name": "sglang-sim-demo",
