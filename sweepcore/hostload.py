@@ -9,8 +9,12 @@ the steal share and the load averages.  On a GPU host, :func:`gpu_foreign` lists
 processes other than the server's that NVML saw on the run's GPUs, with their SM
 utilisation where the driver reports it.
 
-A process that started and ended between the two snapshots is not seen (its parent's
-children's time counts it once reaped).  Reading ``/proc`` takes a few milliseconds.
+A process that started and ended between the two snapshots is not seen itself: its
+parent's children's time counts it once reaped.  A child that was already running at the
+first snapshot and was reaped before the second counts only for what it used in between
+(its time up to the first snapshot is taken off its parent's), so a shell whose long
+command ends during a point is not charged that command's whole run.  Reading ``/proc``
+takes a few milliseconds.
 """
 
 from __future__ import annotations
@@ -29,6 +33,8 @@ class ProcCpu:
     name: str
     pgid: int
     ticks: int  # utime + stime + cutime + cstime
+    ppid: int = 0
+    children_ticks: int = 0  # cutime + cstime: reaped children's time
 
 
 @dataclass(frozen=True)
@@ -65,20 +71,29 @@ class HostLoad:
         return asdict(self)
 
 
-def parse_stat(text: str) -> tuple[str, int, int] | None:
-    """(name, pgid, ticks) from a /proc/<pid>/stat line; None when it cannot be read."""
+def parse_stat_fields(text: str) -> tuple[str, int, int, int, int] | None:
+    """(name, ppid, pgid, ticks, children's ticks) from a /proc/<pid>/stat line (ticks:
+    utime + stime + cutime + cstime; children's: cutime + cstime); None when it cannot be
+    read."""
     open_, close = text.find("("), text.rfind(")")
     if open_ < 0 or close < 0:
         return None
     name = text[open_ + 1:close]
     rest = text[close + 2:].split()
     try:
-        # rest[0] is field 3 (state); pgrp is field 5, utime..cstime fields 14..17.
-        pgid = int(rest[2])
-        ticks = sum(int(rest[i]) for i in (11, 12, 13, 14))
+        # rest[0] is field 3 (state); ppid is field 4, pgrp field 5, utime..cstime fields 14..17.
+        ppid, pgid = int(rest[1]), int(rest[2])
+        own = int(rest[11]) + int(rest[12])
+        children = int(rest[13]) + int(rest[14])
     except (IndexError, ValueError):
         return None
-    return name, pgid, ticks
+    return name, ppid, pgid, own + children, children
+
+
+def parse_stat(text: str) -> tuple[str, int, int] | None:
+    """(name, pgid, ticks) from a /proc/<pid>/stat line; None when it cannot be read."""
+    fields_ = parse_stat_fields(text)
+    return None if fields_ is None else (fields_[0], fields_[2], fields_[3])
 
 
 def read_procs(proc: str = "/proc") -> dict:
@@ -90,10 +105,11 @@ def read_procs(proc: str = "/proc") -> dict:
             text = Path(entry.path, "stat").read_text()
         except OSError:  # it exited while we looked
             continue
-        parsed = parse_stat(text)
+        parsed = parse_stat_fields(text)
         if parsed:
             pid = int(entry.name)
-            procs[pid] = ProcCpu(pid, parsed[0], parsed[1], parsed[2])
+            name, ppid, pgid, ticks, children = parsed
+            procs[pid] = ProcCpu(pid, name, pgid, ticks, ppid, children)
     return procs
 
 
@@ -133,12 +149,25 @@ def host_load(before: Snapshot, after: Snapshot, *, own_pids=(), own_pgids=(),
     """
     seconds = max(after.at - before.at, 1e-9)
     own_pids, own_pgids = set(own_pids), set(own_pgids)
+    # Children running at the first snapshot and gone at the second were reaped in
+    # between: their parent's children's time now holds their whole run, of which only
+    # what came after the first snapshot belongs to the window.
+    reaped_before: dict = {}
+    for pid, was in before.procs.items():
+        now = after.procs.get(pid)
+        if now is None or now.name != was.name:
+            reaped_before[was.ppid] = reaped_before.get(was.ppid, 0) + was.ticks
     foreign = []
     for pid, now in after.procs.items():
         if pid in own_pids or now.pgid in own_pgids:
             continue
         was = before.procs.get(pid)
-        used = now.ticks - (was.ticks if was is not None and was.name == now.name else 0)
+        if was is not None and was.name == now.name:
+            own = (now.ticks - now.children_ticks) - (was.ticks - was.children_ticks)
+            children = now.children_ticks - was.children_ticks - reaped_before.get(pid, 0)
+            used = own + max(children, 0)
+        else:
+            used = now.ticks
         if used <= 0:
             continue
         foreign.append(ForeignProcess(pid, now.name, used / clock_ticks / seconds))
