@@ -38,6 +38,14 @@ are answered with the real texts of ``--overflow-style`` sglang|vllm|llamacpp (H
 Tokenizer: deterministic toy -- ``\\w+`` runs and single punctuation marks, a run longer
 than 8 characters counting as two tokens, plus one BOS token.
 
+Timing noise of a known distribution: ``--itl-jitter lognormal:SIGMA`` draws, once per
+streamed request, a factor ``exp(N(0, SIGMA))`` (from ``random.Random(--seed)``, in the
+order requests are read) and spaces that request's chunks ``itl * factor`` apart.  The
+factor's median is 1, so the population median of a request's TPOT is exactly
+``--itl-ms`` and that of its decode speed ``1000 / --itl-ms`` tok/s: a known truth for
+the intervals of bench/validity.py.  ``/stats/requests`` gives each request's gap
+(``itl_ms``, the last field) so a client's timing error can be read per request.
+
 Run: ``python bench/stub_server.py --port 0 --ttft-ms 100 --itl-ms 10 [--cpu 1]``; it
 prints ``LISTENING <port>`` on stdout once it accepts connections.
 """
@@ -47,7 +55,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import math
 import os
+import random
 import re
 import selectors
 import signal
@@ -91,10 +101,28 @@ STREAM_HEAD = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
                b"Cache-Control: no-cache\r\nTransfer-Encoding: chunked\r\n\r\n")
 
 
+def parse_jitter(text: str | None) -> float:
+    """SIGMA of ``lognormal:SIGMA`` (0 for None, "" or "none"); ValueError otherwise."""
+    if not text or text == "none":
+        return 0.0
+    kind, _, value = text.partition(":")
+    if kind != "lognormal" or not value:
+        raise ValueError(f"--itl-jitter takes lognormal:SIGMA (e.g. lognormal:0.25) or none, not {text!r}")
+    try:
+        sigma = float(value)
+    except ValueError:
+        raise ValueError(f"--itl-jitter: SIGMA must be a number, not {value!r}") from None
+    if not (math.isfinite(sigma) and 0 <= sigma <= 3):
+        raise ValueError(f"--itl-jitter: SIGMA must be between 0 and 3, not {value}")
+    return sigma
+
+
 class Options:
     def __init__(self, a):
         self.ttft = a.ttft_ms / 1000.0
         self.itl = a.itl_ms / 1000.0
+        self.jitter = parse_jitter(a.itl_jitter)
+        self.rng = random.Random(a.seed)
         self.k = max(1, a.tokens_per_chunk)
         self.model = a.model
         self.context_len = a.context_len
@@ -106,7 +134,8 @@ class Options:
         self.late: list = []  # seconds each timed write ran after its deadline
         # per streamed request (``/stats/requests``): key (prompt text), epoch seconds the
         # request was complete in the stub, epoch seconds just before/after its first token
-        # chunk was handed to the socket.  Same clock as the client's ``send_time``.
+        # chunk was handed to the socket (same clock as the client's ``send_time``), and the
+        # request's chunk gap in ms (``--itl-ms``, jittered).
         self.records: list = []
 
     def stats_view(self, now):
@@ -117,6 +146,12 @@ class Options:
 
         return dict(self.stats, now=now, writes=len(xs), late_p50_ms=q(0.5), late_p99_ms=q(0.99),
                     late_max_ms=round(xs[-1] * 1000, 4) if xs else None)
+
+    def request_itl(self) -> float:
+        """This request's gap in seconds: ``itl``, times ``exp(N(0, jitter))`` when jittered."""
+        if self.jitter and self.itl:
+            return self.itl * math.exp(self.rng.gauss(0.0, self.jitter))
+        return self.itl
 
     def count(self, loop, tokens: int, done: bool):
         st = self.stats
@@ -288,7 +323,7 @@ class StubProtocol(asyncio.Protocol):
             if path == "/health":
                 self.t.write(_http(200, b"{}"))
             elif path == "/stats/requests":
-                self._json(200, {"fields": ["key", "rx", "handled", "first_write", "first_written"],
+                self._json(200, {"fields": ["key", "rx", "handled", "first_write", "first_written", "itl_ms"],
                                  "records": o.records})
             elif path == "/stats":
                 self._json(200, o.stats_view(self.loop.time()))
@@ -367,13 +402,15 @@ class StubProtocol(asyncio.Protocol):
             return
         self.busy = True
         self.t.write(STREAM_HEAD)
+        itl = o.request_itl()
         rec = None
         if len(o.records) < 100_000:
             key = body.get("prompt") if api == "completions" else (
                 body.get("messages") if api == "chat" else body.get("text", body.get("input_ids")))
-            rec = [key if isinstance(key, str) else json.dumps(key), self.rx_wall, time.time(), None, None]
+            rec = [key if isinstance(key, str) else json.dumps(key), self.rx_wall, time.time(), None, None,
+                   itl * 1000.0]
             o.records.append(rec)
-        st = Stream(chunks, now + o.ttft, o.itl * o.k, fault, tail, max_tokens, rec)
+        st = Stream(chunks, now + o.ttft, itl * o.k, fault, tail, max_tokens, rec)
         if st.chunks:
             self.loop.call_at(st.t_first, self._emit, st)
         else:
@@ -471,6 +508,9 @@ def main(argv=None) -> int:
     p.add_argument("--port", type=int, default=0)
     p.add_argument("--ttft-ms", type=float, default=0.0)
     p.add_argument("--itl-ms", type=float, default=0.0)
+    p.add_argument("--itl-jitter", default=None, metavar="lognormal:SIGMA",
+                   help="per request, multiply --itl-ms by exp(N(0, SIGMA)) (drawn once per request)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the --itl-jitter draws")
     p.add_argument("--tokens-per-chunk", type=int, default=1)
     p.add_argument("--model", default="stub-model")
     p.add_argument("--context-len", type=int, default=0, help="0 = unlimited")
@@ -487,6 +527,10 @@ def main(argv=None) -> int:
     a = p.parse_args(argv)
     if a.host not in ("127.0.0.1", "localhost", "::1"):
         p.error("the stub listens on loopback only")
+    try:
+        parse_jitter(a.itl_jitter)
+    except ValueError as e:
+        p.error(str(e))
     if a.cpu is not None and hasattr(os, "sched_setaffinity"):
         try:
             os.sched_setaffinity(0, {a.cpu})
