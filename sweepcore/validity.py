@@ -130,7 +130,7 @@ def judge(
     lag = summary.get("event_loop_lag_p99_ms")
     if lag is not None and lag > t.client_lag_p99_ms:
         add("client_bound", INVALID,
-            f"the client's event loop lagged {lag:.1f} ms p99 (limit {t.client_lag_p99_ms:g} ms)")
+            f"the client's event loop lagged {lag:.2f} ms p99 (limit {t.client_lag_p99_ms:g} ms)")
     elif client_cpu_share is not None and client_cpu_share > t.client_cpu_share:
         add("client_bound", INVALID,
             f"the client used {client_cpu_share:.0%} of a core (limit {t.client_cpu_share:.0%})")

@@ -7,7 +7,7 @@ the ``ok`` points of that configuration in every sweep, in ``finished_at`` order
 
 Regression detection (``detect_regressions``): the test the compare page makes
 (runs.results.compare.judge: a two-sided Mann-Whitney U test at
-settings.SWEEPLAB_SIGNIFICANCE_ALPHA), of a point's per-request values against the pooled
+settings.SWEEPLAB_SIGNIFICANCE_ALPHA, with the ratio of medians' interval leaving 1 out), of a point's per-request values against the pooled
 per-request values of its trailing window.
 
 * For point *i*, the *window* is the last ``window`` (default 5) earlier points that are
@@ -20,7 +20,7 @@ per-request values of its trailing window.
   fewer than 4 repeats on a side), too.
 * Otherwise it is ``worse`` (a regression, flagged), ``better`` or ``same`` ("within noise").
 * A flagged point stays in the window of the later points: a lasting drop becomes the new
-  normal after ``window`` points instead of flagging forever.
+  normal once it holds most of the window (its pooled median) instead of flagging forever.
 """
 
 import math

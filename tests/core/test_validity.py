@@ -37,7 +37,7 @@ def test_client_event_loop_lag(lag, validity):
     assert v.validity == validity
     if validity == "invalid":
         assert codes(v) == ["client_bound"]
-        assert v.reasons[0].message == f"the client's event loop lagged {lag:.1f} ms p99 (limit 5 ms)"
+        assert v.reasons[0].message == f"the client's event loop lagged {lag:.2f} ms p99 (limit 5 ms)"
 
 
 @pytest.mark.parametrize("share, validity", [(T.client_cpu_share, "valid"), (T.client_cpu_share + 0.01, "invalid")])

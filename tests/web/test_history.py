@@ -74,7 +74,9 @@ def test_too_few_requests_in_the_point_is_insufficient_data():
 
 def test_window_limits_the_history():
     result = judged([pt(100, seed=s) for s in range(1, 6)] + [pt(70, seed=s) for s in range(6, 12)], window=3)
-    assert [r["regression"] for r in result][5:] == [True, True, True, False, False, False]
+    # Once most of the window is at the new level its median is too: the drop is the new
+    # normal, no longer flagged (the ratio of medians no longer leaves 1 out).
+    assert [r["regression"] for r in result][5:] == [True, True, False, False, False, False]
 
 
 def test_bad_arguments_raise():
