@@ -1,7 +1,8 @@
 """`python manage.py demo`: queue the two demo sweeps of `make run` and say where to watch.
 
 1. simulated: examples/qwen3.6-27b-sm120.yaml on sim-8x-rtxpro6000, with the engine
-   `sglang-sim-demo` (simengine at 1/50 of real time) instead of the file's;
+   `sglang-sim-demo` (simengine at 1/10 of real time, results stored in model time)
+   instead of the file's, and fewer budgets and prompt lengths (SIM_DEMO_OVERRIDES);
 2. real: examples/smollm2-cpu.yaml on local-cpu, llama.cpp serving SmolLM2-135M on this
    machine's CPU. Both hosts are this one machine, and a sweep measured while another
    runs measures the other one too: the real sweep starts when the simulated one is done
@@ -24,8 +25,19 @@ from sweepcore.spec import SpecError, load_yaml, validate
 
 EXAMPLES = Path(settings.BASE_DIR) / "examples"
 SIM_DEMO_ENGINE = "sglang-sim-demo"
+# The simulated demo is the example file at 1/10 of real time (so that its chunks can be
+# timed: see seed_demo.DEMO_TIME_SCALE), cut down to run in minutes: the budgets that crash
+# and two that run, four prompt lengths (one skipped by the plan, one beyond TP1's KV
+# cache), at most 20 requests per point.
+SIM_DEMO_OVERRIDES = {
+    "engine": SIM_DEMO_ENGINE,
+    "methods": ["autoregressive", {"dflash": {"block_size": [16]}},
+                {"ddtree": {"budget": [8, 12, 15, 64], "topk_cap": 8}}],
+    "workloads": ["fibonacci", {"long-context": {"prompt_tokens": [3000, 16000, 30000, 32700]}}],
+    "until_stable": {"metric": "decode_tok_s", "rel_ci": 0.05, "min_requests": 5, "max_requests": 20},
+}
 DEMOS = (
-    ("simulated", EXAMPLES / "qwen3.6-27b-sm120.yaml", {"engine": SIM_DEMO_ENGINE}),
+    ("simulated", EXAMPLES / "qwen3.6-27b-sm120.yaml", SIM_DEMO_OVERRIDES),
     ("real", EXAMPLES / "smollm2-cpu.yaml", {}),
 )
 UNFINISHED = (SweepStatus.QUEUED, SweepStatus.RUNNING)
