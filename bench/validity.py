@@ -60,7 +60,6 @@ from client_headroom import Stub  # noqa: E402
 from sweepcore import metrics, stats, validity  # noqa: E402
 from sweepcore.loadgen import LoadConfig, run_load_sync  # noqa: E402
 
-
 # --- pure helpers (tested in tests/core/test_bench_validity.py) ----------------------------
 
 

@@ -7,11 +7,11 @@ scheduler.py (see README.md for the list of files and the deviations).
 from __future__ import annotations
 
 import asyncio
-import selectors
 import dataclasses
 import json
 import os
 import random
+import selectors
 import signal
 import sys
 import time

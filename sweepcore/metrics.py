@@ -146,11 +146,19 @@ SUMMARY_FIELDS: tuple[str, ...] = (
 INTERVAL_METRICS: tuple[str, ...] = ("decode_tok_s", *(f"median_{m}_ms" for m in LATENCIES))
 
 
-def ci_fields(intervals: Mapping[str, Any] | None) -> dict[str, list | None]:
+def interval_of(intervals: Any, metric: str) -> list[float] | None:
+    """``[lo, hi]`` of ``metric`` from a point's stored ``intervals``, or None (also for
+    anything malformed)."""
+    value = intervals.get(metric) if isinstance(intervals, Mapping) else None
+    if isinstance(value, (list, tuple)) and len(value) == 2 and all(isinstance(v, (int, float)) for v in value):
+        return [float(value[0]), float(value[1])]
+    return None
+
+
+def ci_fields(intervals: Any) -> dict[str, list | None]:
     """``{"<metric>_ci": [lo, hi] or None}`` for every interval metric: how the API,
-    exports and the CLI show a point's stored ``intervals``."""
-    intervals = intervals or {}
-    return {f"{m}_ci": (list(intervals[m]) if intervals.get(m) else None) for m in INTERVAL_METRICS}
+    exports, the points table and the CLI show a point's stored ``intervals``."""
+    return {f"{m}_ci": interval_of(intervals, m) for m in INTERVAL_METRICS}
 
 #: The point metric columns, one list for the model, the executor's write, the exports,
 #: the API and the charts: what :func:`summarize` computes (less ``errors``, a mapping
@@ -452,6 +460,19 @@ def request_samples(metric: str, records: Iterable[Any]) -> list[float] | None:
 TIME_FIELDS = frozenset(["duration", *LATENCY_FIELDS])
 RATE_FIELDS = frozenset(["request_throughput", "output_throughput", "total_token_throughput",
                          "decode_tok_s", "max_output_tokens_per_s", "server_decode_tok_s"])
+
+
+def samples_to_model_time(metric: str, values: list[float] | None, time_scale: float | None) -> list[float] | None:
+    """Per-request values of ``metric`` (:func:`request_samples`, from wall-time records)
+    in the model's time, as :func:`to_model_time` converts a point's summary; unchanged
+    for a real point (``time_scale`` None)."""
+    if values is None or not time_scale:
+        return values
+    if metric in RATE_FIELDS:
+        return [v * time_scale for v in values]
+    if metric in TIME_FIELDS:
+        return [v / time_scale for v in values]
+    return values
 
 
 def to_model_time(summary: Mapping[str, Any], time_scale: float) -> dict[str, Any]:

@@ -36,8 +36,8 @@ from dataclasses import dataclass, field
 import yaml
 
 from sweepcore.files import FileProblem, read_text
-from sweepcore.metrics import STABLE_METRICS
 from sweepcore.methods import METHOD_PARAMS, PARAM_NAMES, config_label
+from sweepcore.metrics import STABLE_METRICS
 
 # --- the catalog the spec is checked against ------------------------------------------
 

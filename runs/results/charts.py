@@ -72,7 +72,7 @@ from functools import partial
 from runs.models import Point, PointStatus, Run, Validity
 from runs.results import evidence
 from sweepcore.methods import AUTOREGRESSIVE, METHODS, config_label
-from sweepcore.metrics import metric_label
+from sweepcore.metrics import interval_of, metric_label
 from sweepcore.stats import compare_samples, ratio_ci
 
 # -- The palette: one place. A hue per method (sweepcore.methods); shades per parameter value / TP.
@@ -300,7 +300,7 @@ def _evidence(point):
 def _item(x, point, field):
     """A value data item: the point's value of ``field`` with its interval and evidence."""
     value = _ok_value(point, field) if point is not None else None
-    ci = evidence.interval(point["intervals"], field) if value is not None else None
+    ci = interval_of(point["intervals"], field) if value is not None else None
     return {"x": x, "y": value, "yMin": significant(ci[0]) if ci else None,
             "yMax": significant(ci[1]) if ci else None, **_evidence(point)}
 

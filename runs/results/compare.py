@@ -23,7 +23,7 @@ points' repeats when both have at least ``MIN_REPEATS``, else it is ``insufficie
 
 from runs.models import PointStatus
 from runs.results.charts import INVALID, INVALID_MARKER, MARKER_RADIUS, MARKER_STATUSES, hsl
-from sweepcore.metrics import METRIC_NAMES, higher_is_better, metric_label, metric_unit
+from sweepcore.metrics import METRIC_NAMES, higher_is_better, interval_of, metric_label, metric_unit
 from sweepcore.stats import Verdict, compare_samples
 
 MIN_REPEATS = 4
@@ -152,11 +152,6 @@ def _index(points, fields):
     return by_key, order
 
 
-def _interval(point, metric):
-    value = (point.get("intervals") or {}).get(metric)
-    return list(value) if isinstance(value, (list, tuple)) and len(value) == 2 else None
-
-
 def _cell(point, metric):
     evidence = {"validity": "", "validity_reasons": [], "n": None, "ci": None, "simulated_time_scale": None,
                 "point": None}
@@ -165,7 +160,7 @@ def _cell(point, metric):
                 **evidence}
     evidence = {
         "validity": point.get("validity") or "", "validity_reasons": _reasons(point), "n": point.get("completed"),
-        "ci": _interval(point, metric), "simulated_time_scale": point.get("simulated_time_scale"),
+        "ci": interval_of(point.get("intervals"), metric), "simulated_time_scale": point.get("simulated_time_scale"),
         "point": point.get("id"),
     }
     if point.get("excluded"):

@@ -38,20 +38,6 @@ def _get(point, name, default=None):
     return getattr(point, name, default)
 
 
-def interval(intervals, metric):
-    """``[lo, hi]`` of ``metric`` from a point's ``intervals`` column, or None."""
-    value = (intervals or {}).get(metric) if isinstance(intervals, dict) else None
-    if isinstance(value, (list, tuple)) and len(value) == 2 and all(isinstance(v, (int, float)) for v in value):
-        return [float(value[0]), float(value[1])]
-    return None
-
-
-def ci_fields(intervals):
-    """``{"<m>_ci": [lo, hi] | None}`` for every m of INTERVAL_METRICS: the one builder of
-    these keys."""
-    return {f"{m}_ci": interval(intervals, m) for m in metrics.INTERVAL_METRICS}
-
-
 def reasons_list(reasons):
     """A point's ``validity_reasons`` as ``[{"code", "message"}]`` (whatever was stored)."""
     out = []
@@ -73,7 +59,7 @@ def point_evidence(point):
         "validity": _get(point, "validity") or "",
         "validity_reasons": reasons_list(_get(point, "validity_reasons")),
         "n": _get(point, "completed"),
-        **ci_fields(_get(point, "intervals")),
+        **metrics.ci_fields(_get(point, "intervals")),
         "simulated_time_scale": _get(point, "simulated_time_scale"),
         "stop_reason": _get(point, "stop_reason") or "",
     }
@@ -94,18 +80,6 @@ def min_requests():
     return thresholds().min_requests
 
 
-def to_point_time(metric, values, time_scale):
-    """Per-request ``values`` (wall time, as the records hold them) in the point's own time:
-    a simulated point's metrics are stored in model time (sweepcore.metrics.to_model_time)."""
-    if values is None or not time_scale:
-        return values
-    if metric in metrics.RATE_FIELDS:
-        return [v * time_scale for v in values]
-    if metric.endswith("_ms"):  # latencies: a model millisecond is time_scale wall ms
-        return [v / time_scale for v in values]
-    return values
-
-
 def load_samples(points, metric):
     """``{point id: [per-request value, ...]}`` of ``metric`` for the given points (dicts
     with ``id`` and ``simulated_time_scale``, or Points), in one query; {} for a metric that
@@ -119,7 +93,7 @@ def load_samples(points, metric):
     rows = RequestRecord.objects.filter(point_id__in=list(records)).order_by().values(*SAMPLE_FIELDS)
     for row in rows.iterator(chunk_size=2000):
         records[row.pop("point_id")].append(row)
-    return {pid: to_point_time(metric, metrics.request_samples(metric, recs), scales[pid])
+    return {pid: metrics.samples_to_model_time(metric, metrics.request_samples(metric, recs), scales[pid])
             for pid, recs in records.items()}
 
 

@@ -24,7 +24,8 @@ from benchmarks.models import Method
 from runs.models import Point, PointStatus, Run, Validity
 from runs.queryparams import ChoiceParam, FlagParam, IntegerParam, QueryError, QueryForm, TextParam
 from runs.results.charts import config_label
-from runs.results.evidence import EVIDENCE_VALUES, interval, point_evidence
+from runs.results.evidence import EVIDENCE_VALUES, point_evidence
+from sweepcore.metrics import interval_of
 
 DEFAULT_PER_PAGE = 100
 MAX_PER_PAGE = 500
@@ -196,7 +197,7 @@ def points_table(sweep_id, params):
                 "reason": "" if ok else reason,
                 **{name: point[name] if ok else None for name in METRIC_COLUMNS},
                 **point_evidence(point),
-                "ci": {name: ci for name in METRIC_COLUMNS if ok and (ci := interval(point["intervals"], name))},
+                "ci": {name: ci for name in METRIC_COLUMNS if ok and (ci := interval_of(point["intervals"], name))},
             })
     statuses = {status for status, _, _ in present}
     validities = {validity for _, _, validity in present}

@@ -87,7 +87,7 @@ def history_data(request):
             "excluded": p["excluded"],
             "exclude_reason": p["exclude_reason"],
             **evidence.point_evidence(p),
-            "ci": evidence.interval(p["intervals"], metric),
+            "ci": metrics.interval_of(p["intervals"], metric),
             "regression": found["regression"],
             "verdict": found["verdict"],
             "verdict_reason": found["reason"],

@@ -22,8 +22,17 @@ from __future__ import annotations
 from typing import Any
 
 from sweepcore.importers.common import (
-    Doc, ImportedFile, ImportedPoint, describe, latencies, load_documents, make_point, method_of,
-    request_records, tp_of, workload_of,
+    Doc,
+    ImportedFile,
+    ImportedPoint,
+    describe,
+    latencies,
+    load_documents,
+    make_point,
+    method_of,
+    request_records,
+    tp_of,
+    workload_of,
 )
 
 FORMAT = "sglang"

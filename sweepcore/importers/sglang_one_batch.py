@@ -14,8 +14,16 @@ from __future__ import annotations
 from typing import Any
 
 from sweepcore.importers.common import (
-    Doc, ImportedFile, ImportedPoint, STAT_NAMES, clean_extra, load_documents, make_point, method_of,
-    tp_of, workload_of,
+    STAT_NAMES,
+    Doc,
+    ImportedFile,
+    ImportedPoint,
+    clean_extra,
+    load_documents,
+    make_point,
+    method_of,
+    tp_of,
+    workload_of,
 )
 
 FORMAT = "sglang-one-batch"

@@ -26,8 +26,17 @@ from datetime import datetime, timezone
 from typing import Any
 
 from sweepcore.importers.common import (
-    Doc, ImportedFile, ImportedPoint, describe, latencies, load_documents, make_point, method_of,
-    request_records, tp_of, workload_of,
+    Doc,
+    ImportedFile,
+    ImportedPoint,
+    describe,
+    latencies,
+    load_documents,
+    make_point,
+    method_of,
+    request_records,
+    tp_of,
+    workload_of,
 )
 
 FORMAT = "vllm"
