@@ -333,7 +333,7 @@ def main(argv=None) -> int:
                 report_coverage([pt for pair in pairs for pt in pair], a.itl_ms, stubs["base"], a)
                 report_pairs(pairs, stats.Verdict.SAME,
                              f"2. two identical configurations measured one after the other: {len(pairs)} pairs "
-                             f"(compare_samples, Mann-Whitney at alpha {a.alpha:g})", a.alpha)
+                             f"(compare_samples: Mann-Whitney at alpha {a.alpha:g} and the ratio's interval leaving 1 out)", a.alpha)
             if "diff" not in skip:
                 t0 = time.perf_counter()
                 slow = stubs["slow"].url

@@ -33,7 +33,10 @@ def test_it_queues_the_simulated_demo_then_the_real_one_behind_it(catalog, monke
     simulated = Sweep.objects.get(name="qwen3.6-27b-sm120-ddtree")
     real = Sweep.objects.get(name="smollm2-cpu-prompt-lookup")
     assert (simulated.host.name, simulated.engine.name) == ("sim-8x-rtxpro6000", "sglang-sim-demo")
-    assert "--time-scale" in simulated.engine.argv_template
+    assert simulated.engine.argv_template[-2:] == ["--time-scale", "0.1"]
+    # Cut down from the example: two budgets that crash and two that run, at most 30 requests.
+    assert simulated.spec["until_stable"]["max_requests"] == 30
+    assert simulated.runs.filter(method="ddtree").count() == 4 * 3 - 1  # budget 64 is excluded at TP1
     assert (real.host.name, real.engine.name) == ("local-cpu", "llamacpp-cpu")
     assert real.status == simulated.status == "queued"
     # The simulated sweep's runs go to its host; the real sweep's runs wait: one task, on
@@ -43,7 +46,7 @@ def test_it_queues_the_simulated_demo_then_the_real_one_behind_it(catalog, monke
     assert sent[-1][1:] == ("host.sim-8x-rtxpro6000", {"sweep_id": real.pk, "after_sweep_id": simulated.pk})
     assert f"/sweeps/{real.pk}/" in out and f"/sweeps/{simulated.pk}/" in out
     assert "starts when the simulated one is done" in out
-    # 4 configurations x (fibonacci + 4 lengths) x 2 concurrencies; 2100 tokens is beyond n_ctx.
+    # 4 configurations x (fibonacci + 3 lengths) x 2 concurrencies; 2100 tokens is beyond n_ctx.
     assert Run.objects.filter(sweep=real, status="queued").count() == 4
     beyond = real.runs.first().points.filter(prompt_tokens=2100)
     assert beyond.count() == 2 and all("2100 + 64 + 16 > 2048" in p.reason for p in beyond)
