@@ -4,7 +4,9 @@ The method (shown to users beside the figure):
 - a point's time is the wall time per request of the same point (engine, model, GPU
   model, method and parameters, TP, workload, prompt tokens, concurrency, max new tokens)
   in earlier sweeps: the median of its last ``RECENT`` ok measurements, times the requests
-  the new sweep sends (requests per point + warmup);
+  the new sweep sends (requests per point, times repeats, + warmup); with ``until_stable``
+  a point sends between its ``min_requests`` (at least the 6 an interval needs) and its
+  ``max_requests``, so the estimate is a range;
 - a run's start-up is the median time from a run's start to its first point of the same
   method and TP, else of any run of this engine, model and GPU model;
 - planned points without history are extrapolated at the mean time of those with history,
@@ -20,6 +22,7 @@ from django.db.models import F, Min
 from runs.models import Point, Run
 from sweepcore.kinds import PointStatus
 from sweepcore.metrics import percentile
+from sweepcore.stats import MIN_CI_SAMPLES
 from sweepcore.plan import canonical_params
 
 RECENT = 5
@@ -39,11 +42,27 @@ def point_key(method, params, tp, workload, prompt_tokens, concurrency, max_new_
     return (method, canonical_params(params), tp, workload, prompt_tokens, concurrency, max_new_tokens)
 
 
-def estimate(the_plan, requests_per_point, warmup_requests, history):
-    """{"seconds", "points_with_history", "points_planned", "runs_planned", "text"}, or
-    None when nothing planned has history."""
-    requests = requests_per_point + warmup_requests
-    known, unknown, runs = [], 0, 0
+def requests_per_point(spec):
+    """(fewest, most) measured requests a point of ``spec`` (a sweepcore.spec.Spec) sends."""
+    if spec.until_stable:
+        low = max(int(spec.until_stable["min_requests"]), MIN_CI_SAMPLES)
+        return low * spec.repeats, int(spec.until_stable["max_requests"]) * spec.repeats
+    return spec.requests_per_point * spec.repeats, spec.requests_per_point * spec.repeats
+
+
+def estimate(the_plan, requests, warmup_requests, history):
+    """{"seconds", "seconds_most", "points_with_history", "points_planned", "runs_planned",
+    "text"}, or None when nothing planned has history. ``requests``: (fewest, most)
+    measured requests a point sends (:func:`requests_per_point`)."""
+    fewest, most = requests
+    found = _estimate(the_plan, fewest + warmup_requests, most + warmup_requests, history)
+    if found and most > fewest:
+        found["text"] += f"; each point sends {fewest} to {most} requests until it is stable"
+    return found
+
+
+def _estimate(the_plan, requests, requests_most, history):
+    known, known_most, unknown, runs = [], [], 0, 0
     startup_total = 0.0
     all_startups = [s for values in history.startup_seconds.values() for s in values[:RECENT]]
     for run in the_plan.runs:
@@ -58,20 +77,25 @@ def estimate(the_plan, requests_per_point, warmup_requests, history):
             past = history.point_seconds_per_request.get(key)
             if past:
                 known.append(percentile(past[:RECENT], 50) * requests)
+                known_most.append(percentile(past[:RECENT], 50) * requests_most)
             else:
                 unknown += 1
     if not known:
         return None
-    extrapolated = unknown * (sum(known) / len(known))
-    seconds = startup_total + sum(known) + extrapolated
+    seconds = startup_total + sum(known) + unknown * (sum(known) / len(known))
+    seconds_most = startup_total + sum(known_most) + unknown * (sum(known_most) / len(known_most))
     points = len(known) + unknown
-    text = f"about {format_duration(seconds)} for {runs} runs and {points} points"
+    span = format_duration(seconds)
+    if format_duration(seconds_most) != span:
+        span += f" to {format_duration(seconds_most)}"
+    text = f"about {span} for {runs} runs and {points} points"
     if unknown:
         text += f" ({len(known)} points from their own history, {unknown} extrapolated at the mean of those)"
     else:
         text += " (every point from its own history)"
     return {
         "seconds": round(seconds),
+        "seconds_most": round(seconds_most),
         "points_with_history": len(known),
         "points_planned": points,
         "runs_planned": runs,

@@ -15,7 +15,7 @@ from benchmarks.catalog import load_catalog
 from benchmarks.models import Sweep
 from runs.lifecycle import SweepStateError, create_sweep, launch_sweep, plan_spec
 from runs.results.estimate import estimate as estimate_duration
-from runs.results.estimate import load_history
+from runs.results.estimate import load_history, requests_per_point
 from runs.roles import reader_required
 from runs.views.builder_forms import LISTS, SpecForm, add_entry, remove_entry, retry_ticked
 from sweepcore.spec import SpecError, dump_yaml, load_yaml, validate
@@ -105,7 +105,7 @@ def preview(data, text, catalog):
         "errors": [],
         "warnings": the_plan.warnings,
         "totals": the_plan.totals,
-        "estimate": estimate_duration(the_plan, spec.requests_per_point, spec.warmup_requests, history),
+        "estimate": estimate_duration(the_plan, requests_per_point(spec), spec.warmup_requests, history),
         "runs": [
             {
                 "label": r.label,
