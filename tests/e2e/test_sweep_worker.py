@@ -12,11 +12,20 @@ from benchmarks.catalog import load_catalog
 from benchmarks.models import Engine, KnownFailure
 from runs.lifecycle import create_sweep, launch_sweep, resume_sweep
 from runs.models import Point, Run, RunEvent
-from sweepcore.spec import load_spec_file, validate
+from sweepcore.spec import load_spec_file, load_yaml, validate
 from sweeplab.celery import EXECUTE_RUN, send_to_host
 from tests.e2e.processes import celery_worker, simengine_pids, wait_for
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "qwen3.6-27b-sm120.yaml"
+
+
+def example_fixed_count():
+    """The example sweep with three requests a point instead of its until_stable: this is a
+    test of the sweep's course (crashes, quarantines, caps), not of its statistics."""
+    data = load_yaml(EXAMPLE.read_text(encoding="utf-8"), source=str(EXAMPLE))
+    del data["until_stable"]
+    data["requests_per_point"] = 3
+    return validate(data, load_catalog())
 
 
 def fast_engine(time_scale):
@@ -45,7 +54,7 @@ def run_of(sweep, method, tp, **params):
 def test_the_example_sweep_through_a_worker(catalog, tmp_path):
     fast_engine(0.01)
     before = simengine_pids()
-    sweep, _ = create_sweep(load_spec_file(EXAMPLE, load_catalog()))
+    sweep, _ = create_sweep(example_fixed_count())
     log = tmp_path / "worker.log"
     with celery_worker(["host.sim-8x-rtxpro6000"], log):
         launch_sweep(sweep)
