@@ -59,7 +59,7 @@ def compare(request, query: Query[CompareQuery]):
     """Two or more runs matched point by point (workload, prompt length, concurrency) on one
     metric, against the first: ``better`` / ``worse`` only when the difference is
     significant (Mann-Whitney U on the points' per-request values at
-    SWEEPLAB_SIGNIFICANCE_ALPHA), ``same`` within the noise, ``insufficient`` when a side is
+    SWEEPLAB_SIGNIFICANCE_ALPHA, and the ratio of medians' interval leaving 1 out), ``same`` within the noise, ``insufficient`` when a side is
     not valid or has too few requests. A row per matched point and run after the first."""
     try:
         groups = compare_groups("run", query.run, query.metric)
