@@ -462,6 +462,17 @@ RATE_FIELDS = frozenset(["request_throughput", "output_throughput", "total_token
                          "decode_tok_s", "max_output_tokens_per_s", "server_decode_tok_s"])
 
 
+def simulated_time_scale(server_info: Mapping[str, Any] | None) -> float | None:
+    """The time scale a simulator reported (simengine's ``/get_server_info`` has
+    ``simengine.time_scale``), or None for a real server or one running at real time."""
+    sim = (server_info or {}).get("simengine") or {}
+    try:
+        scale = float(sim.get("time_scale"))
+    except (TypeError, ValueError):
+        return None
+    return scale if scale > 0 and scale != 1 else None
+
+
 def samples_to_model_time(metric: str, values: list[float] | None, time_scale: float | None) -> list[float] | None:
     """Per-request values of ``metric`` (:func:`request_samples`, from wall-time records)
     in the model's time, as :func:`to_model_time` converts a point's summary; unchanged

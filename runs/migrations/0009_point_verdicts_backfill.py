@@ -4,9 +4,11 @@ A point with request records is judged from them (sweepcore.metrics.summarize, t
 sweepcore.validity.judge) exactly as the executor judges a new one, less what was not
 recorded then: the host's load beside it (host_load stays {}) and the client's CPU share
 (its event-loop lag was kept). A point without records (an imported one) is judged from
-its stored columns. Planned, skipped and not-run points have nothing to judge. Their
-metrics are left as they were stored. Reversing it is a no-op (0008's removal of the
-columns drops what this wrote).
+its stored columns. Planned, skipped and not-run points have nothing to judge. A point
+measured on simengine at a time scale (its run's server_info says so) is converted to the
+model's time, as the executor now stores one, and marked simulated; the others' metrics
+are left as they were stored. Reversing it is a no-op (0008's removal of the columns drops
+what this wrote, but not a conversion).
 """
 
 from django.conf import settings
@@ -62,9 +64,14 @@ def backfill(apps, schema_editor):
             continue
         else:
             verdict = judge(None, stored, thresholds=thresholds)
-        Point.objects.filter(pk=point.pk).update(
-            validity=verdict.validity, validity_reasons=verdict.reasons_json(), intervals=intervals,
-        )
+        changes = {"validity": verdict.validity, "validity_reasons": verdict.reasons_json(), "intervals": intervals}
+        scale = metrics.simulated_time_scale(point.run.server_info)
+        if scale:
+            measured = {name: getattr(point, name) for name in metrics.FIELDS}
+            converted = metrics.to_model_time({**measured, "intervals": intervals}, scale)
+            changes.update({name: converted[name] for name in metrics.TIME_FIELDS | metrics.RATE_FIELDS},
+                           intervals=converted["intervals"], simulated_time_scale=scale)
+        Point.objects.filter(pk=point.pk).update(**changes)
 
 
 class Migration(migrations.Migration):

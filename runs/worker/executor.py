@@ -140,18 +140,6 @@ def repeat_figures(load, time_scale=None):
                                           "decode_tok_s")}
 
 
-def simulated_time_scale(server_info):
-    """The time scale a simulator reported (simengine's /get_server_info), or None for a
-    real server or one running at real time."""
-    sim = (server_info or {}).get("simengine") or {}
-    scale = sim.get("time_scale")
-    try:
-        scale = float(scale)
-    except (TypeError, ValueError):
-        return None
-    return scale if scale > 0 and scale != 1 else None
-
-
 def forces_length(extra_body):
     """Whether the engine's request body forces the output length (ignore_eos or a
     logit_bias that bans the end tokens), so that every request returns max_new_tokens."""
@@ -627,7 +615,7 @@ class RunExecutor:
                                    evidence=self.evidence(unmeasured, {}, None, "", {}))
             return
         adapter, process = self.adapter, self.server.process
-        scale = simulated_time_scale(self.run.server_info)
+        scale = metrics.simulated_time_scale(self.run.server_info)
         before = adapter.spec_snapshot(self.server.base_url)
         log_start = process.log_size()
         loads, stops, text_of, sent = [], [], {}, 0

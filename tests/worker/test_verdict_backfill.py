@@ -81,3 +81,23 @@ def test_an_imported_file_stores_a_verdict_on_every_point(catalog):
                 assert "few_requests" in [r["code"] for r in p.validity_reasons]
             if p.requests.filter(error_kind="").count() >= 6:
                 assert "decode_tok_s" in p.intervals
+
+
+def test_a_point_measured_on_a_time_scaled_simulator_is_converted_to_model_time(catalog):
+    run = add_run(make_sweep(), 0, "ddtree", {"budget": 15, "topk_cap": 8}, 1, duration=1.5, completed=8, failed=0,
+                  decode_tok_s=1250.0, median_tpot_ms=0.8)
+    run.server_info = {"simengine": {"time_scale": 0.02}}
+    run.save(update_fields=["server_info"])
+    point = run.points.order_by("position").first()
+    RequestRecord.objects.bulk_create(record(point, i, gap=0.0008, tokens=64) for i in range(8))
+
+    backfill(apps, None)
+
+    point.refresh_from_db()
+    assert point.simulated_time_scale == 0.02
+    # Times divided by the scale, rates multiplied by it: what the executor now stores.
+    assert (point.duration, point.decode_tok_s, point.median_tpot_ms) == (75.0, 25.0, 40.0)
+    lo, hi = point.intervals["median_tpot_ms"]
+    assert lo <= 40.0 <= hi and lo > 10  # the interval in model time too
+    # Judged on the wall time it was measured in: 1.5 s is a long enough window.
+    assert "short_window" not in [r["code"] for r in point.validity_reasons]
