@@ -15,7 +15,8 @@ The verdict (``judge``)
 -----------------------
 ``better`` / ``worse`` only when the difference is significant: a two-sided Mann-Whitney U
 test (sweepcore.stats.compare_samples) on the two points' per-request values at ``alpha``
-(settings.SWEEPLAB_SIGNIFICANCE_ALPHA); otherwise ``same`` ("within noise: ±x %");
+(settings.SWEEPLAB_SIGNIFICANCE_ALPHA) together with the ratio of medians' bootstrap
+interval leaving 1 out; otherwise ``same`` ("within noise: ±x %");
 ``insufficient`` when either side is not ``valid`` or has fewer than ``min_requests``
 requests. A metric with one value per measurement (throughputs, duration) is tested on the
 points' repeats when both have at least ``MIN_REPEATS``, else it is ``insufficient``.

@@ -110,7 +110,8 @@ def history_data(request):
             "description": (
                 f"each valid point's per-request values against those of the last {window} earlier valid, "
                 f"not excluded points pooled (at least {hist.MIN_HISTORY}, else insufficient data): a two-sided "
-                f"Mann-Whitney U test at α = {alpha:g}; a regression when significantly "
+                f"Mann-Whitney U test at α = {alpha:g}, with the ratio of medians' 95 % interval leaving 1 out; "
+                f"a regression when significantly "
                 f"{'lower' if higher else 'higher'}. Suspect and invalid points are drawn, never judged or pooled"
             ),
         },
