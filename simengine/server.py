@@ -27,6 +27,7 @@ from simengine import SGLANG_VERSION
 from simengine import faults as F
 from simengine import model as M
 from simengine.logs import SimLogger
+from simengine.metrics import ITL_BUCKETS_S, TTFT_BUCKETS_S, Exposition, Histogram
 from simengine.tokenizer import (
     EOS_TOKEN_ID,
     SimTokenizer,
@@ -114,6 +115,7 @@ class Req:
         self.aborted = False
         self.created = time.time()
         self.finished_time: Optional[float] = None
+        self.last_token_time: Optional[float] = None  # wall clock of the last chunk (None: none yet)
         self.queue: asyncio.Queue = asyncio.Queue()
 
     @property
@@ -204,6 +206,10 @@ class Engine:
         self.prompt_tokens_total = 0
         self.generation_tokens_total = 0
         self.num_requests_total = 0
+        # SGLang's TokenizerMetricsCollector histograms, observed in wall seconds as a real
+        # server would (the caller converts a time-scaled run to model time).
+        self.ttft_histogram = Histogram(TTFT_BUCKETS_S)
+        self.itl_histogram = Histogram(ITL_BUCKETS_S)
         self.first_verify_done = False
         self.created = time.time()
         self.last_receive_wall = time.time()
@@ -448,11 +454,23 @@ class Engine:
             req.add_tokens(k)
             self.log_gen_tokens += k
             self.last_receive_wall = time.time()
+            if not req.internal:
+                self.observe_latency(req, k)
             req.notify()
         if die_after:
             await self.die(F.illegal_instruction_traceback(self.method if self.spec else "DDTREE"))
         if hang:
             self.hung = True
+
+    def observe_latency(self, req: Req, k: int) -> None:
+        """As SGLang's tokenizer manager does per output batch: the first gives a TTFT
+        (since the request arrived), each later one k ITL observations of gap / k."""
+        now = time.time()
+        if req.last_token_time is None:
+            self.ttft_histogram.observe(now - req.created)
+        else:
+            self.itl_histogram.observe_chunk(now - req.last_token_time, k)
+        req.last_token_time = now
 
     def log_decode_stats(self, bs: int) -> None:
         now = time.perf_counter()
@@ -1082,29 +1100,27 @@ class HttpApi:
     async def metrics(self, request):
         e = self.e
         name = e.args.served_model_name
-        sl = f'engine_type="unified",model_name="{name}",pp_rank="0",tp_rank="0"'
-        tl = f'model_name="{name}"'
-        lines = []
-
-        def metric(mname, mtype, doc, labels, value, suffix=""):
-            lines.append(f"# HELP {mname} {doc}")
-            lines.append(f"# TYPE {mname} {mtype}")
-            lines.append(f"{mname}{suffix}{{{labels}}} {float(value)}")
-
-        metric("sglang:num_running_reqs", "gauge", "The number of running requests.", sl, len(e.running))
-        metric("sglang:num_used_tokens", "gauge", "The number of used tokens.", sl, sum(r.context for r in e.running))
-        metric("sglang:token_usage", "gauge", "The token usage.", sl, e.token_usage())
-        metric("sglang:gen_throughput", "gauge", "The generation throughput (token/s).", sl, e.last_gen_throughput)
-        metric("sglang:num_queue_reqs", "gauge", "The number of requests in the waiting queue.", sl, len(e.waiting))
-        metric("sglang:spec_accept_length", "gauge", "The average acceptance length of speculative decoding.", sl,
-               e.last_accept_len)
-        metric("sglang:prompt_tokens", "counter", "Number of prefill tokens processed.", tl, e.prompt_tokens_total,
-               "_total")
-        metric("sglang:generation_tokens", "counter", "Number of generation tokens processed.", tl,
-               e.generation_tokens_total, "_total")
-        metric("sglang:num_requests", "counter", "The number of processed requests.", tl, e.num_requests_total,
-               "_total")
-        return web.Response(text="\n".join(lines) + "\n", content_type="text/plain",
+        # The scheduler's gauges and the tokenizer's counters and histograms carry
+        # different label sets in SGLang.
+        sl = {"engine_type": "unified", "model_name": name, "pp_rank": "0", "tp_rank": "0"}
+        tl = {"model_name": name}
+        out = Exposition()
+        out.gauge("sglang:num_running_reqs", "The number of running requests.", sl, len(e.running))
+        out.gauge("sglang:num_used_tokens", "The number of used tokens.", sl, sum(r.context for r in e.running))
+        out.gauge("sglang:token_usage", "The token usage.", sl, e.token_usage())
+        out.gauge("sglang:gen_throughput", "The generation throughput (token/s).", sl, e.last_gen_throughput)
+        out.gauge("sglang:num_queue_reqs", "The number of requests in the waiting queue.", sl, len(e.waiting))
+        out.gauge("sglang:spec_accept_length", "The average acceptance length of speculative decoding.", sl,
+                  e.last_accept_len)
+        out.counter("sglang:prompt_tokens_total", "Number of prefill tokens processed.", tl, e.prompt_tokens_total)
+        out.counter("sglang:generation_tokens_total", "Number of generation tokens processed.", tl,
+                    e.generation_tokens_total)
+        out.counter("sglang:num_requests_total", "Number of requests processed.", tl, e.num_requests_total)
+        out.histogram("sglang:time_to_first_token_seconds", "Histogram of time to first token in seconds.", tl,
+                      e.ttft_histogram)
+        out.histogram("sglang:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", tl,
+                      e.itl_histogram)
+        return web.Response(text=out.text(), content_type="text/plain",
                             headers={"X-Content-Type": "text/plain; version=0.0.4; charset=utf-8"})
 
     def build_app(self) -> web.Application:

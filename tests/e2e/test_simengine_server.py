@@ -12,6 +12,7 @@ import pytest
 import requests
 
 from simengine import model as M
+from sweepcore.servermetrics import SGLANG_METRICS, point_view, scrape
 
 pytestmark = pytest.mark.slow
 
@@ -241,6 +242,32 @@ def test_speculative_meta_and_multi_token_chunks(start_sim):
     assert meta["spec_accept_length"] > prose["spec_accept_length"] > 1
     state = requests.get(sim.url + "/get_server_info", timeout=5).json()["internal_states"][0]
     assert 1 < state["avg_spec_accept_length"] < 16
+
+
+def test_metrics_histograms_and_counters_count_what_the_streamed_requests_did(start_sim):
+    # Speculative, so later chunks carry several tokens: each counts one ITL per token.
+    sim = start_sim("--time-scale", "0.001", "--enable-metrics", "--speculative-algorithm", "DDTREE",
+                    "--speculative-ddtree-budget", "15", "--seed", "3")
+    sim.wait_ready()
+    before = scrape(sim.url)  # after the warmup request, which is not counted
+    n, prompt_tokens, max_tokens = 4, 40, 24
+    steps = []
+    for _ in range(n):
+        with requests.post(sim.url + "/v1/completions", json={"model": "m", "prompt": _prompt(prompt_tokens),
+                                                               "max_tokens": max_tokens, "stream": True},
+                           stream=True, timeout=20) as r:
+            events, done = _sse(r)
+        assert done and events[-1]["choices"][0]["finish_reason"] == "length"
+        steps.append(len(events))
+    assert max(steps) < max_tokens  # some chunks did carry several tokens
+    view = point_view(before, scrape(sim.url), SGLANG_METRICS)
+    assert view["counters"] == {"prompt_tokens": n * prompt_tokens, "generation_tokens": n * max_tokens,
+                                "requests_finished": n}
+    assert view["ttft_ms"]["count"] == n
+    assert view["itl_ms"]["count"] == n * (max_tokens - 1)
+    for latency in (view["ttft_ms"], view["itl_ms"]):
+        lower, upper = latency["bucket"]
+        assert lower <= latency["median"] <= upper
 
 
 def test_overflow_codes_and_texts_on_every_endpoint(start_sim):
