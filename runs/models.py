@@ -144,6 +144,12 @@ class Point(Curated):
     server_decode_tok_s = models.FloatField(
         null=True, blank=True, help_text="Decode speed as the server itself reported it."
     )
+    server_median_ttft_ms = models.FloatField(
+        null=True, blank=True, help_text="The server's own median TTFT, from its histogram delta over the point."
+    )
+    server_median_itl_ms = models.FloatField(
+        null=True, blank=True, help_text="The server's own median ITL, from its histogram delta over the point."
+    )
     client_bound = models.BooleanField(default=False)
     event_loop_lag_p99_ms = models.FloatField(null=True, blank=True)
     # The evidence behind the numbers (sweepcore.validity, sweepcore.stats). `completed`
@@ -157,6 +163,11 @@ class Point(Curated):
     )
     stop_reason = models.CharField(max_length=300, blank=True, help_text="Why the point stopped sending requests.")
     host_load = models.JSONField(default=dict, blank=True, help_text="Other processes beside the measurement.")
+    # The server's own view of the point (sweepcore.servermetrics.point_view): counter
+    # deltas, gauge maxima, histogram medians, speculative counters; {} where it has none.
+    server_metrics = models.JSONField(
+        default=dict, blank=True, help_text="The server's /metrics, deltas over this point; {} without one."
+    )
     # kind -> {"count": n, "example": "..."}: failures are kept, never dropped.
     errors = models.JSONField(default=dict, blank=True)
     # What has no column: unmapped fields of imported files, engine-specific extras.

@@ -162,9 +162,13 @@ def ci_fields(intervals: Any) -> dict[str, list | None]:
 
 #: The point metric columns, one list for the model, the executor's write, the exports,
 #: the API and the charts: what :func:`summarize` computes (less ``errors``, a mapping
-#: kept beside them) and the decode speed the server itself reported.
+#: kept beside them) and what the server itself reported, each beside our own figure: its
+#: decode speed (llama.cpp's timings) and its median TTFT and ITL, from the delta of its
+#: /metrics histograms over the point (sweepcore.servermetrics).
 FIELDS: tuple[str, ...] = tuple(f for f in SUMMARY_FIELDS if f not in ("errors", "intervals")) + (
     "server_decode_tok_s",
+    "server_median_ttft_ms",
+    "server_median_itl_ms",
 )
 
 #: What is kept of each request (a RequestRecord): every metric can be recomputed from it.
@@ -194,6 +198,8 @@ METRIC_NAMES: dict[str, tuple[str, str]] = {
     **{f"{s}_{m}_ms": (f"{s} {LATENCY_NAMES[m]}", "ms") for m in LATENCIES for s in STATS},
     "decode_tok_s": ("decode speed", "tok/s"),
     "server_decode_tok_s": ("decode speed as the server reported it", "tok/s"),
+    "server_median_ttft_ms": ("median TTFT as the server reported it", "ms"),
+    "server_median_itl_ms": ("median ITL as the server reported it", "ms"),
     "max_output_tokens_per_s": ("peak output throughput", "tok/s"),
     "accept_length": ("mean accept length", "tokens"),
     "event_loop_lag_p99_ms": ("p99 event-loop lag", "ms"),
@@ -457,7 +463,7 @@ def request_samples(metric: str, records: Iterable[Any]) -> list[float] | None:
 
 #: Point metrics that are times (converted by dividing by the time scale) and rates
 #: (multiplied by it); counts and ratios do not change.
-TIME_FIELDS = frozenset(["duration", *LATENCY_FIELDS])
+TIME_FIELDS = frozenset(["duration", *LATENCY_FIELDS, "server_median_ttft_ms", "server_median_itl_ms"])
 RATE_FIELDS = frozenset(["request_throughput", "output_throughput", "total_token_throughput",
                          "decode_tok_s", "max_output_tokens_per_s", "server_decode_tok_s"])
 

@@ -134,6 +134,9 @@ class PointBase(Schema):
     simulated_time_scale: float | None = Field(
         description="measured on a simulator at this × real time, stored in model time; null: real time")
     stop_reason: str
+    server_metrics: dict = Field(
+        description="the server's own view of the point: its /metrics, deltas over the point (counters, gauge "
+                    "maxima, histogram medians with their bucket, speculative counters); {} where it has none")
 
 
 # One "<metric>_ci": [lo, hi] | null per metric with a 95 % interval of its median.
@@ -151,7 +154,7 @@ class PointList(Schema):
 
 POINT_VALUES = ("id", "run_id", "run__sweep_id", "run__method", "run__params", "run__tp", "workload__name",
                 "prompt_tokens", "actual_prompt_tokens", "concurrency", "max_new_tokens", "status", "reason",
-                "excluded", "exclude_reason", "is_baseline", "finished_at", "extra",
+                "excluded", "exclude_reason", "is_baseline", "finished_at", "extra", "server_metrics",
                 *(v for v in EVIDENCE_VALUES if v not in POINT_METRICS))
 
 
@@ -160,7 +163,8 @@ def point_out(row):
         "id": row["id"], "run": row["run_id"], "sweep": row["run__sweep_id"], "method": row["run__method"],
         "params": row["run__params"], "tp": row["run__tp"], "workload": row["workload__name"],
         **{k: row[k] for k in ("prompt_tokens", "actual_prompt_tokens", "concurrency", "max_new_tokens", "status",
-                               "reason", "excluded", "exclude_reason", "is_baseline", "finished_at", "extra")},
+                               "reason", "excluded", "exclude_reason", "is_baseline", "finished_at", "extra",
+                               "server_metrics")},
         "metrics": {m: row[m] for m in POINT_METRICS},
         **point_evidence(row),
     }

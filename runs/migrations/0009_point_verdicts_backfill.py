@@ -36,6 +36,10 @@ def backfill(apps, schema_editor):
 
     Point = apps.get_model("runs", "Point")
     RequestRecord = apps.get_model("runs", "RequestRecord")
+    # The metric columns this state of the model has: later migrations add more to
+    # metrics.FIELDS (the server's medians, 0010) than Point had here.
+    columns = {field.name for field in Point._meta.get_fields()}
+    converted_fields = [name for name in metrics.TIME_FIELDS | metrics.RATE_FIELDS if name in columns]
     thresholds = Thresholds.from_mapping(getattr(settings, "SWEEPLAB_VALIDITY", {}))
     points = (Point.objects.exclude(status__in=UNMEASURED).filter(validity="")
               .select_related("run__sweep__engine").order_by("pk"))
@@ -67,9 +71,9 @@ def backfill(apps, schema_editor):
         changes = {"validity": verdict.validity, "validity_reasons": verdict.reasons_json(), "intervals": intervals}
         scale = metrics.simulated_time_scale(point.run.server_info)
         if scale:
-            measured = {name: getattr(point, name) for name in metrics.FIELDS}
+            measured = {name: getattr(point, name) for name in metrics.FIELDS if name in columns}
             converted = metrics.to_model_time({**measured, "intervals": intervals}, scale)
-            changes.update({name: converted[name] for name in metrics.TIME_FIELDS | metrics.RATE_FIELDS},
+            changes.update({name: converted[name] for name in converted_fields},
                            intervals=converted["intervals"], simulated_time_scale=scale)
         Point.objects.filter(pk=point.pk).update(**changes)
 

@@ -28,6 +28,11 @@ CI_KEYS = tuple(f"{m}_ci" for m in metrics.INTERVAL_METRICS)
 #: The keys point_evidence adds to a point's JSON, in order.
 EVIDENCE_KEYS = ("validity", "validity_reasons", "n", *CI_KEYS, "simulated_time_scale", "stop_reason")
 
+#: The point columns that are a median the server took from its own histogram, with that
+#: histogram's key in the point's ``server_metrics`` view (sweepcore.servermetrics), whose
+#: ``bucket`` is all the histogram can say of where the median lies.
+SERVER_HISTOGRAMS = {"server_median_ttft_ms": "ttft_ms", "server_median_itl_ms": "itl_ms"}
+
 #: The RequestRecord columns sweepcore.metrics.request_samples reads.
 SAMPLE_FIELDS = ("point_id", "error_kind", "output_tokens", "chunk_offsets", "spec_verify_ct")
 
@@ -50,6 +55,17 @@ def reasons_list(reasons):
 def reasons_text(reasons):
     """``code: message; code: message`` (the CSV column and tooltips)."""
     return "; ".join(f"{r['code']}: {r['message']}" for r in reasons_list(reasons))
+
+
+def histogram_bucket(bucket):
+    """The bounds of the server histogram's bucket that holds a median, ``[lo, hi]`` in ms
+    (``hi`` None: the +Inf bucket), from a view's ``bucket``; None for anything else."""
+    if not isinstance(bucket, (list, tuple)) or len(bucket) != 2:
+        return None
+    lo, hi = bucket
+    if not isinstance(lo, (int, float)) or not (hi is None or isinstance(hi, (int, float))):
+        return None
+    return [float(lo), None if hi is None else float(hi)]
 
 
 def point_evidence(point):

@@ -3,10 +3,11 @@
 The pages, the API and the admin's export action all answer with :func:`export_response`;
 the columns are the catalog's identity of each point, then ``sweepcore.metrics.FIELDS``,
 then its evidence (runs.results.evidence): ``validity``, ``validity_reasons``, ``n``, the
-95 % intervals and ``simulated_time_scale``, ``stop_reason``. In points.json an interval
-is ``"<m>_ci": [lo, hi] | null`` and the reasons a list of ``{"code", "message"}``; in
-points.csv an interval is two columns ``<m>_ci_lo``, ``<m>_ci_hi`` and the reasons one
-text ``code: message; code: message``.
+95 % intervals and ``simulated_time_scale``, ``stop_reason``; last ``server_metrics``, the
+server's own view of the point (``{}`` where it has none). In points.json an interval
+is ``"<m>_ci": [lo, hi] | null``, the reasons a list of ``{"code", "message"}`` and the
+view an object; in points.csv an interval is two columns ``<m>_ci_lo``, ``<m>_ci_hi``, the
+reasons one text ``code: message; code: message`` and the view JSON text.
 """
 
 import csv
@@ -42,12 +43,14 @@ EXPORT_CONFIG_COLUMNS = (
     ("excluded", "excluded"),
 )
 _BASE_COLUMNS = tuple(name for name, _ in EXPORT_CONFIG_COLUMNS) + metrics.FIELDS
+# Last, the server's own view of the point (its /metrics, deltas over the point; {} without).
+_VIEW_COLUMNS = ("server_metrics",)
 #: points.json's keys; points.csv has the same but each "<m>_ci" as "<m>_ci_lo", "<m>_ci_hi".
-EXPORT_COLUMNS = _BASE_COLUMNS + EVIDENCE_KEYS
+EXPORT_COLUMNS = _BASE_COLUMNS + EVIDENCE_KEYS + _VIEW_COLUMNS
 CSV_COLUMNS = _BASE_COLUMNS + tuple(
     column for key in EVIDENCE_KEYS for column in ((f"{key}_lo", f"{key}_hi") if key in CI_KEYS else (key,))
-)
-_EXTRA_VALUES = tuple(v for v in EVIDENCE_VALUES if v not in metrics.FIELDS)
+) + _VIEW_COLUMNS
+_EXTRA_VALUES = tuple(v for v in EVIDENCE_VALUES if v not in metrics.FIELDS) + _VIEW_COLUMNS
 _EXPORT_LOOKUPS = tuple(lookup for _, lookup in EXPORT_CONFIG_COLUMNS) + metrics.FIELDS + _EXTRA_VALUES
 
 
@@ -62,7 +65,7 @@ def export_rows(points_filter):
     for values in rows:
         row = dict(zip(_BASE_COLUMNS + _EXTRA_VALUES, values))
         evidence = point_evidence(row)
-        yield {**{c: row[c] for c in _BASE_COLUMNS}, **evidence}
+        yield {**{c: row[c] for c in _BASE_COLUMNS}, **evidence, **{c: row[c] for c in _VIEW_COLUMNS}}
 
 
 def csv_row(row):
@@ -72,6 +75,7 @@ def csv_row(row):
         lo_hi = flat.pop(key)
         flat[f"{key}_lo"], flat[f"{key}_hi"] = lo_hi if lo_hi else (None, None)
     flat["validity_reasons"] = reasons_text(flat["validity_reasons"])
+    flat["server_metrics"] = flat["server_metrics"] or None  # no view: an empty cell, not "{}"
     return [_csv_value(flat[c]) for c in CSV_COLUMNS]
 
 

@@ -5,7 +5,8 @@ runs with their point counts per status, the sweep's progress, its points counte
 (valid / suspect / invalid) and the time scales of its simulated points, in two queries
 whatever the number of runs. ``run_drawer`` is everything about one run (drawer.json and the drawer
 partial): timeline, what was launched, what the server said, why it failed, its log tail
-GPU telemetry, and the verdict on each of its measured points with the reasons.
+GPU telemetry, the verdict on each of its measured points with the reasons, and the server's own
+view of each point that has one (its /metrics, deltas over the point).
 """
 
 import hashlib
@@ -136,6 +137,48 @@ def run_verdicts(run):
     return {"counts": verdict_counts(counts), "simulated_scales": sorted(scales), "points": points}
 
 
+# A point of a run with the server's own view of it, as its drawer shows it: the view and
+# our own medians beside the server's.
+SERVER_VIEW_POINT_FIELDS = (
+    "id", "workload__name", "prompt_tokens", "concurrency", "status", "simulated_time_scale",
+    "median_ttft_ms", "median_itl_ms", "server_metrics",
+)
+
+
+def server_views(run):
+    """The points of a run that carry the server's own view (its /metrics, deltas over the
+    point: sweepcore.servermetrics), in plan order, one query: each with the view as stored
+    (``server_metrics``), ``medians`` (the server's median TTFT and ITL that it has, each with
+    its histogram's bucket and our own median beside it) and the share of prefix-cache
+    queries that hit (None without queries). A point without a view is not listed."""
+    points = []
+    for point in (Point.objects.filter(run=run).exclude(server_metrics={}).order_by("position", "id")
+                  .values(*SERVER_VIEW_POINT_FIELDS)):
+        view = point["server_metrics"]
+        if not isinstance(view, dict):
+            continue
+        counters = view.get("counters") if isinstance(view.get("counters"), dict) else {}
+        hits, queries = counters.get("prefix_cache_hits"), counters.get("prefix_cache_queries")
+        points.append({
+            "id": point["id"],
+            "workload": point["workload__name"],
+            "prompt_tokens": point["prompt_tokens"],
+            "concurrency": point["concurrency"],
+            "status": point["status"],
+            "status_display": str(PointStatus(point["status"]).label),
+            "simulated_time_scale": point["simulated_time_scale"],
+            "medians": [
+                {"name": name, "field": key.removesuffix("_ms"), "server": histogram, "ours": point[ours]}
+                for name, key, ours in (("TTFT", "ttft_ms", "median_ttft_ms"), ("ITL", "itl_ms", "median_itl_ms"))
+                if isinstance(histogram := view.get(key), dict) and histogram.get("median") is not None
+            ],
+            "prefix_cache_hit_share": (hits / queries if isinstance(hits, (int, float))
+                                       and isinstance(queries, (int, float)) and queries > 0 else None),
+            "server_metrics": view,
+        })
+    return points
+
+
 def tail_lines(path, n=LOG_TAIL_LINES, max_bytes=LOG_TAIL_MAX_BYTES, block=64 * 1024):
     """The last n lines of a file, read backwards in blocks from its end (a server log can
     be gigabytes). Returns (lines, truncated): truncated is True when the file holds more
@@ -215,6 +258,7 @@ def run_drawer(run):
         "log": log_tail(run),
         "telemetry": gpu_series(run.pk),
         "verdicts": run_verdicts(run),
+        "server_views": server_views(run),
     }
 
 

@@ -27,14 +27,19 @@ EVIDENCE_COLUMNS = (
 # The evidence fields of a point row (the JSON contract of a point).
 EVIDENCE_KEYS = ("validity", "validity_reasons", "n", "simulated_time_scale",
                  *(f"{metric}_ci" for metric in INTERVAL_METRICS))
+# The measured columns the server itself reported (empty where it reports none).
+SERVER_COLUMNS = frozenset(name for name in METRIC_COLUMNS if name.startswith("server_"))
 # Short headers of the measured columns, for a wide table (sweepcore.metrics names them in full).
 METRIC_HEADERS = {
     "decode_tok_s": "Decode (tok/s)",
     "server_decode_tok_s": "Server's decode (tok/s)",
     "output_throughput": "Output (tok/s)",
     "median_ttft_ms": "TTFT median (ms)",
+    "server_median_ttft_ms": "Server's TTFT median (ms)",
     "p99_ttft_ms": "TTFT p99 (ms)",
     "median_tpot_ms": "TPOT median (ms)",
+    "median_itl_ms": "ITL median (ms)",
+    "server_median_itl_ms": "Server's ITL median (ms)",
     "p99_itl_ms": "ITL p99 (ms)",
     "median_e2el_ms": "E2E median (ms)",
     "accept_length": "Accept length",
@@ -105,14 +110,19 @@ def with_evidence(rows):
 
 def _display_row(row):
     """A row as the template writes it: its verdict's label and its measured cells, each
-    ``{"value", "ci"}`` (ci None where the metric has no interval or the point none)."""
+    ``{"value", "ci", "bucket", "server"}`` (ci None where the metric has no interval or the
+    point none; bucket the server histogram's bucket behind one of its own medians, else
+    None; server whether the server reported the figure, so a missing one says so)."""
     ok = row["status"] == "ok"
     validity = row.get("validity") or ""
+    buckets = row.get("buckets") or {}
     return {
         **row,
         "validity_display": str(Validity(validity).label) if validity else "",
         "measured": [
-            {"value": row[name], "ci": row.get(f"{name}_ci") if ok else None} for name in METRIC_COLUMNS
+            {"value": row[name], "ci": row.get(f"{name}_ci") if ok else None, "bucket": buckets.get(name),
+             "server": name in SERVER_COLUMNS}
+            for name in METRIC_COLUMNS
         ],
     }
 

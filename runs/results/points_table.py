@@ -11,8 +11,10 @@ status and reason instead.
 Every row carries the point's evidence (runs.results.evidence.point_evidence): ``validity``,
 ``validity_reasons``, ``n``, ``<m>_ci`` and ``simulated_time_scale``, ``stop_reason``; plus
 ``ci``: ``{column: [lo, hi]}`` for the METRIC_COLUMNS that have an interval (an ok point
-only). Filters: ``validity`` (one verdict) and ``valid_only`` (hides suspect, invalid and
-unjudged points); ``n`` (the sample size) is a sort column.
+only); and ``buckets``: ``{column: [lo, hi]}`` for the server's own medians, the bucket of
+its histogram that holds each (``hi`` None: the +Inf bucket). Filters: ``validity`` (one
+verdict) and ``valid_only`` (hides suspect, invalid and unjudged points); ``n`` (the sample
+size) is a sort column.
 """
 
 import math
@@ -24,7 +26,7 @@ from benchmarks.models import Method
 from runs.models import Point, PointStatus, Run, Validity
 from runs.queryparams import ChoiceParam, FlagParam, IntegerParam, QueryError, QueryForm, TextParam
 from runs.results.charts import config_label
-from runs.results.evidence import EVIDENCE_VALUES, point_evidence
+from runs.results.evidence import EVIDENCE_VALUES, SERVER_HISTOGRAMS, histogram_bucket, point_evidence
 from sweepcore.metrics import interval_of
 
 DEFAULT_PER_PAGE = 100
@@ -32,13 +34,17 @@ MAX_PER_PAGE = 500
 DEFAULT_SORT = "run"
 
 # The measured columns the table shows and sorts by (sweepcore.metrics.FIELDS names).
+# The server's own figures (server_*) sit beside ours, empty where it reports none.
 METRIC_COLUMNS = (
     "decode_tok_s",
-    "server_decode_tok_s",  # the server's own count, beside ours, where it reports one
+    "server_decode_tok_s",
     "output_throughput",
     "median_ttft_ms",
+    "server_median_ttft_ms",
     "p99_ttft_ms",
     "median_tpot_ms",
+    "median_itl_ms",
+    "server_median_itl_ms",
     "p99_itl_ms",
     "median_e2el_ms",
     "accept_length",
@@ -61,9 +67,13 @@ PLAN_ORDER = ("run__position", "run_id", "position", "id")
 # A run's points that died with their server carry the run's cause when they have none.
 RUN_CAUSED = (PointStatus.CRASHED, PointStatus.NOT_RUN)
 
+# The bucket of the server's histogram behind each of its medians, read out of its view.
+BUCKET_LOOKUPS = {column: f"server_metrics__{key}__bucket" for column, key in SERVER_HISTOGRAMS.items()}
+
 ROW_FIELDS = (
     "id", "run_id", "position", "workload__name", "prompt_tokens", "actual_prompt_tokens",
     "concurrency", "max_new_tokens", "status", "reason", *METRIC_COLUMNS, *EVIDENCE_VALUES,
+    *BUCKET_LOOKUPS.values(),
 )
 
 
@@ -198,6 +208,8 @@ def points_table(sweep_id, params):
                 **{name: point[name] if ok else None for name in METRIC_COLUMNS},
                 **point_evidence(point),
                 "ci": {name: ci for name in METRIC_COLUMNS if ok and (ci := interval_of(point["intervals"], name))},
+                "buckets": {name: bucket for name, lookup in BUCKET_LOOKUPS.items()
+                            if ok and (bucket := histogram_bucket(point[lookup]))},
             })
     statuses = {status for status, _, _ in present}
     validities = {validity for _, _, validity in present}

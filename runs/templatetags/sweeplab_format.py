@@ -1,5 +1,6 @@
 """Numbers as the pages show them: the server's twin of ``sweeplab.fmt`` in static/js/util.js, with
-a median's interval, a point's verdict reasons and a simulator's time scale."""
+a median's interval, a point's verdict reasons, a simulator's time scale, and what the server's
+own /metrics said of a point (a histogram bucket, a percentage)."""
 
 from decimal import ROUND_HALF_UP, Context, Decimal
 
@@ -43,3 +44,29 @@ def scale(value):
     if value is None:
         return ""
     return f"{value:g}"
+
+
+def _bound(ms):
+    # A bucket bound in ms as the server declared it in seconds: 40, 2.5, 2560000, without
+    # the float noise of the conversion (0.1 s is 100.00000000000001 ms).
+    return f"{ms:.3f}".rstrip("0").rstrip(".")
+
+
+@register.filter
+def bucket(bounds):
+    """Where a server histogram puts a median, from its bucket [lo, hi] in ms: "between 40
+    and 60 ms", or "above 60 ms" for the +Inf bucket; empty when there is none."""
+    if not bounds or len(bounds) != 2 or bounds[0] is None:
+        return ""
+    lo, hi = bounds
+    return f"above {_bound(lo)} ms" if hi is None else f"between {_bound(lo)} and {_bound(hi)} ms"
+
+
+@register.filter
+def percent(share):
+    """A share (0.12) as a percentage: "12 %", with one decimal below 10 % ("4.5 %"); empty
+    for a missing value."""
+    if share is None:
+        return ""
+    pct = share * 100
+    return f"{pct:.1f} %" if abs(pct) < 10 and pct != 0 else f"{pct:.0f} %"

@@ -144,9 +144,10 @@ class RunStore:
                     failure_log="\n".join(failure.lines))
 
     def prepare_retry(self):
-        """Another launch measures again what the last one crashed in or never reached."""
+        """Another launch measures again what the last one crashed in or never reached: those
+        points are planned again, without the verdict or the server's view of the last try."""
         Point.objects.filter(run_id=self.run_id, status__in=[PointStatus.CRASHED, PointStatus.NOT_RUN]).update(
-            status=PointStatus.PLANNED, reason="", **NO_EVIDENCE
+            status=PointStatus.PLANNED, reason="", server_metrics={}, **NO_EVIDENCE
         )
         self.set_run(status=RunStatus.STARTING, failure_kind="", failure_cause="", failure_log="")
 
@@ -197,14 +198,18 @@ class RunStore:
     def skip_point(self, point, reason):
         Point.objects.filter(pk=point.pk).update(status=PointStatus.SKIPPED, reason=reason)
 
-    def store_point(self, point, status, reason, started, result, summary, prompt_tokens=None, evidence=None):
+    def store_point(self, point, status, reason, started, result, summary, prompt_tokens=None, evidence=None,
+                    server_metrics=None):
         """Upsert the measured point with its metrics (`summary`: what sweepcore.metrics
         summarized; keys that are no column go to `extra`; its intervals are in
         `evidence`) and replace its request records. `evidence`: the point's verdict and
         what backs it, {validity, validity_reasons, intervals, simulated_time_scale,
-        stop_reason, host_load} (see RunExecutor.evidence)."""
+        stop_reason, host_load} (see RunExecutor.evidence). `server_metrics`: the server's
+        own view of the point (sweepcore.servermetrics.point_view), None where it has none."""
         fields = {"status": status, "reason": reason, "started_at": started, "finished_at": timezone.now(),
-                  "actual_prompt_tokens": prompt_tokens}
+                  "actual_prompt_tokens": prompt_tokens,
+                  # Always written: a point measured again keeps no view of an earlier attempt.
+                  "server_metrics": jsonable(server_metrics) if server_metrics else {}}
         for key, value in (evidence or {}).items():
             if key not in EVIDENCE_FIELDS:
                 raise ValueError(f"not a point evidence field: {key!r}")

@@ -213,6 +213,17 @@ def test_model_time_divides_times_and_multiplies_rates_by_the_scale():
         metrics.to_model_time(s, 0)
 
 
+def test_the_server_s_own_medians_are_latencies_in_model_time_without_per_request_samples():
+    m = metrics.to_model_time({"server_median_ttft_ms": 2.0, "server_median_itl_ms": 0.5, "server_decode_tok_s": 5000.0},
+                              0.02)
+    assert m == {"server_median_ttft_ms": approx(100.0), "server_median_itl_ms": approx(25.0),
+                 "server_decode_tok_s": approx(100.0)}
+    assert not metrics.higher_is_better("server_median_itl_ms")
+    assert metrics.metric_label("server_median_ttft_ms") == "median TTFT as the server reported it (ms)"
+    # Its histogram is all there is: it is never compared on our requests' values.
+    assert metrics.request_samples("server_median_ttft_ms", steady(3)) is None
+
+
 def test_stability_is_the_relative_half_width_once_there_are_enough_requests():
     assert metrics.stability("decode_tok_s", steady(5)) == (None, 5)
     width, n = metrics.stability("decode_tok_s", steady(12, jitter=0.2))

@@ -79,8 +79,9 @@ def test_the_drawer_reads_telemetry_in_a_constant_number_of_queries(run, viewer,
     for samples in (3, 5000):
         TelemetrySample.objects.filter(run=run).delete()
         sample(run, samples, gpus=range(4))
-        # Session, user, the run, its events, its points' verdicts, the thinned telemetry.
-        with django_assert_num_queries(6):
+        # Session, user, the run, its events, its points' verdicts, their server views, the
+        # thinned telemetry.
+        with django_assert_num_queries(7):
             gpus = client.get(url).json()["telemetry"]["gpus"]
         counts.append([g["shown"] for g in gpus])
     assert counts == [[3] * 4, [-(-5000 // -(-5000 // MAX_SAMPLES_PER_GPU))] * 4]

@@ -3,7 +3,11 @@ for imported points without records, from their stored columns."""
 
 import importlib
 
+import pytest
 from django.apps import apps
+from django.db import connection
+from django.db.migrations.executor import MigrationExecutor
+from django.db.migrations.loader import MigrationLoader
 
 from runs.models import Point, RequestRecord
 from tests.web.sweeps import add_run, make_sweep
@@ -101,3 +105,33 @@ def test_a_point_measured_on_a_time_scaled_simulator_is_converted_to_model_time(
     assert lo <= 40.0 <= hi and lo > 10  # the interval in model time too
     # Judged on the wall time it was measured in: 1.5 s is a long enough window.
     assert "short_window" not in [r["code"] for r in point.validity_reasons]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_backfill_converts_a_simulated_point_of_the_model_as_it_was_then():
+    """Run as `migrate` runs it, on Point as of 0008: the metric columns added since (the
+    server's medians) are not there to read or write."""
+    before = [("runs", "0008_point_verdicts"), *MigrationLoader(connection).graph.leaf_nodes("benchmarks")]
+    executor = MigrationExecutor(connection)
+    executor.migrate(before)
+    old = executor.loader.project_state(before).apps
+    catalog = {"host": old.get_model("benchmarks", "Host").objects.create(name="h", gpu_model="sim", gpu_count=1),
+               "engine": old.get_model("benchmarks", "Engine").objects.create(name="e", kind="sglang",
+                                                                              argv_template=["simengine"]),
+               "llm": old.get_model("benchmarks", "LLM").objects.create(name="m", path="/m", context_length=4096)}
+    sweep = old.get_model("benchmarks", "Sweep").objects.create(name="s", spec={}, **catalog)
+    run = old.get_model("runs", "Run").objects.create(sweep=sweep, position=0, method="autoregressive", params={},
+                                                      tp=1, status="done", server_info={"simengine": {"time_scale": 0.1}})
+    workload = old.get_model("benchmarks", "Workload").objects.create(name="w", kind="fixed", prompt="hi")
+    point = old.get_model("runs", "Point").objects.create(
+        run=run, position=0, workload=workload, concurrency=1, max_new_tokens=8, status="ok", completed=6, failed=0,
+        duration=1.0, median_ttft_ms=5.0, decode_tok_s=100.0)
+    try:
+        executor = MigrationExecutor(connection)
+        executor.migrate([("runs", "0009_point_verdicts_backfill")])
+        point = executor.loader.project_state([("runs", "0009_point_verdicts_backfill")]).apps.get_model(
+            "runs", "Point").objects.get(pk=point.pk)
+        assert (point.simulated_time_scale, point.median_ttft_ms, point.decode_tok_s) == (0.1, 50.0, 10.0)
+    finally:
+        executor = MigrationExecutor(connection)
+        executor.migrate(executor.loader.graph.leaf_nodes())
