@@ -19,7 +19,7 @@ class HostAdmin(admin.ModelAdmin):
 
 @admin.register(Engine)
 class EngineAdmin(admin.ModelAdmin):
-    list_display = ("name", "kind", "readiness_timeout_s")
+    list_display = ("name", "kind", "python", "readiness_timeout_s")
     list_filter = ("kind",)
     search_fields = ("name",)
 

@@ -70,6 +70,13 @@ class Engine(models.Model):
     # {"ddtree": ["--speculative-algorithm", "DDTREE", "--speculative-ddtree-budget", "{budget}"]}
     method_args = models.JSONField(default=dict, blank=True)
     env = models.JSONField(default=dict, blank=True)
+    # The interpreter of the engine's own environment (vLLM on the CPU needs Python 3.11 and
+    # its own packages): fills {python}. Relative to the project folder, or absolute; empty:
+    # Sweeplab's own interpreter. Sweeplab never imports anything from it.
+    python = models.CharField(
+        max_length=500, blank=True,
+        help_text="Interpreter of the engine's own virtualenv, for {python}; empty: Sweeplab's own.",
+    )
     readiness_timeout_s = models.PositiveIntegerField(default=900)
     description = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)

@@ -49,13 +49,13 @@ class EngineArgs:
     fragment actually launched is the Engine row's ``method_args`` (admin data: a host runs
     only what an admin wrote); the demo engines are seeded with these. ``name``: the
     engine's own name for the method (SGLang's ``--speculative-algorithm``, which result
-    files carry too; vLLM's ``speculative_config.method``). ``draft_length``: for an engine
-    that takes speculation as one JSON value (vLLM's ``--speculative-config``), the parameter
-    that gives the number of speculative tokens."""
+    files carry too; vLLM's ``speculative_config.method``). ``config_keys``: for an engine
+    that takes speculation as one JSON value (vLLM's ``--speculative-config``), which
+    parameter fills which key of it, as (parameter, key) pairs."""
 
     fragment: tuple = ()
     name: str = ""
-    draft_length: str = ""
+    config_keys: tuple = ()
 
 
 @dataclass(frozen=True)
@@ -81,6 +81,10 @@ class DecodingMethod:
     # name (server_info.speculative_algorithm); None: the importers never name this method.
     imported_params: dict | None = None
     launchable: bool = True  # False: only imported results carry it
+    # A rule between parameters, checked per configuration: (test, what it requires).
+    # Configurations of a sweep that break it are left out of the plan, and a method whose
+    # every combination breaks it is refused by the spec.
+    rule: tuple | None = None
 
     @property
     def param_names(self):
@@ -93,9 +97,10 @@ def _sglang(algorithm, *flags):
     return EngineArgs(("--speculative-algorithm", algorithm, *flags), name=algorithm)
 
 
-def _vllm(config_method, draft_length):
-    """vLLM's flags: the speculation as one JSON value, built by sweepcore.engines.vllm."""
-    return EngineArgs(("--speculative-config", "{speculative_config}"), name=config_method, draft_length=draft_length)
+def _vllm(config_method, *config_keys):
+    """vLLM's flags: the speculation as one JSON value, built by sweepcore.engines.vllm
+    from the (parameter, key) pairs."""
+    return EngineArgs(("--speculative-config", "{speculative_config}"), name=config_method, config_keys=config_keys)
 
 
 # simengine takes SGLang's flags: both kinds launch a method the same way.
@@ -115,7 +120,7 @@ REGISTRY = (
         name="dflash",
         label="DFlash (linear speculation)",
         params=(Param("block_size", swept=True),),
-        engines={SGLANG: _DFLASH_SGLANG, SIMULATED: _DFLASH_SGLANG, VLLM: _vllm("dflash", "block_size")},
+        engines={SGLANG: _DFLASH_SGLANG, SIMULATED: _DFLASH_SGLANG, VLLM: _vllm("dflash", ("block_size", "num_speculative_tokens"))},
         colour=(212, 78),  # blue
         lookahead=Lookahead("block_size", "DFlash block size"),
         imported_params={"speculative_num_draft_tokens": "block_size"},
@@ -137,9 +142,29 @@ REGISTRY = (
             LLAMACPP: EngineArgs(
                 ("--draft_model", "prompt-lookup-decoding", "--draft_model_num_pred_tokens", "{num_pred_tokens}")
             ),
-            VLLM: _vllm("ngram", "num_pred_tokens"),
         },
         colour=(275, 55),  # purple
+    ),
+    # vLLM's prompt lookup: drafts copied from an earlier occurrence in the prompt of the
+    # last n tokens, n from prompt_lookup_max down to prompt_lookup_min (vLLM's
+    # SpeculativeConfig; it defaults both to 5 when neither is given).
+    DecodingMethod(
+        name="ngram",
+        label="N-gram (prompt lookup)",
+        params=(
+            Param("num_speculative_tokens", swept=True),
+            Param("prompt_lookup_max", swept=True, default=4),
+            Param("prompt_lookup_min", swept=True, default=2),
+        ),
+        engines={
+            VLLM: _vllm(
+                "ngram", ("num_speculative_tokens", "num_speculative_tokens"),
+                ("prompt_lookup_max", "prompt_lookup_max"), ("prompt_lookup_min", "prompt_lookup_min"),
+            ),
+        },
+        colour=(330, 60),  # pink
+        lookahead=Lookahead("num_speculative_tokens", "n-gram speculative tokens"),
+        rule=(lambda p: p["prompt_lookup_min"] <= p["prompt_lookup_max"], "prompt_lookup_min <= prompt_lookup_max"),
     ),
     DecodingMethod(
         name=SPECULATIVE,

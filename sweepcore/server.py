@@ -185,6 +185,37 @@ class ServerProcess:
         proc.wait()
         return how
 
+    def leftovers(self, wait_s=5.0):
+        """Processes of this launch's group still alive after `stop` (vLLM's EngineCore and
+        Worker outlive their API server unless the whole group is killed), waiting up to
+        `wait_s` for killed ones to be reaped: [(pid, name)], empty when all are gone."""
+        if self.proc is None:
+            return []
+        deadline = time.monotonic() + wait_s
+        while True:
+            left = group_members(self.proc.pid)
+            if not left or time.monotonic() >= deadline:
+                return left
+            time.sleep(0.1)
+
+
+def group_members(pgid):
+    """[(pid, name)] of the live processes in process group `pgid`, from /proc (zombies,
+    which hold nothing but a pid, are left out)."""
+    members = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        # "pid (name) state ppid pgrp ...": the name may hold spaces and parentheses.
+        name, rest = stat[stat.index("(") + 1:stat.rindex(")")], stat[stat.rindex(")") + 2:].split()
+        if rest[0] != "Z" and int(rest[2]) == pgid:
+            members.append((int(entry.name), name))
+    return members
+
 
 def kill_leftover(pid, argv):
     """Kill the process group of `pid` if that process still runs `argv` (a server a dead

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field
 import yaml
 
 from sweepcore.files import FileProblem, read_text
-from sweepcore.methods import METHOD_PARAMS, PARAM_NAMES, config_label
+from sweepcore.methods import METHOD_PARAMS, METHODS, PARAM_NAMES, config_label
 from sweepcore.metrics import STABLE_METRICS
 
 # --- the catalog the spec is checked against ------------------------------------------
@@ -433,13 +433,18 @@ def _methods(check, value, engine):
                 if param.default is None:
                     check.error(ppath, "required" + (" (a list of positive integers)" if param.swept else ""))
                 else:
-                    params[param.name] = param.default
+                    params[param.name] = [param.default] if param.swept else param.default
                 continue
             parsed = (check.int_list if param.swept else check.positive_int)(ppath, body[param.name])
             if parsed is not None:
                 params[param.name] = parsed
         if len(params) == len(specs):
-            methods.append(MethodSpec(name, params))
+            spec = MethodSpec(name, params)
+            rule = METHODS[name].rule
+            if rule is not None and not _expand(spec):
+                check.error(f"{path}.{name}", f"no combination of these values has {rule[1]}")
+                continue
+            methods.append(spec)
     return tuple(methods)
 
 
@@ -656,7 +661,8 @@ def _expand(method_spec):
         value = method_spec.params[param.name]
         values = value if param.swept else (value,)
         combos = [{**c, param.name: v} for c in combos for v in values]
-    return [(method_spec.method, c) for c in combos]
+    rule = METHODS[method_spec.method].rule
+    return [(method_spec.method, c) for c in combos if rule is None or rule[0](c)]
 
 
 def configurations(spec):

@@ -27,7 +27,7 @@ from benchmarks.models import FailureKind, SweepStatus, WorkloadKind
 from runs.lifecycle import refresh_sweep_status
 from runs.models import PointStatus, RunEventKind, RunStatus
 from runs.worker.store import RunStore
-from sweepcore import failures, hostload, loadgen, metrics, prompts, telemetry
+from sweepcore import failures, hostload, loadgen, metrics, prompts, servermetrics, telemetry
 from sweepcore.engines import ArgvError, LaunchValues, get_adapter
 from sweepcore.kinds import RequestErrorKind
 from sweepcore.server import NotReady, ServerExited, ServerProcess, free_port, kill_leftover, port_in_use
@@ -150,6 +150,15 @@ def is_local_path(path):
     return path.startswith(("/", "./", "../", "~"))
 
 
+def engine_python(engine):
+    """The engine's own interpreter as an absolute path (relative ones are to the project
+    folder), or "" for Sweeplab's own."""
+    if not engine.python:
+        return ""
+    path = Path(engine.python).expanduser()
+    return str(path if path.is_absolute() else Path(settings.BASE_DIR) / path)
+
+
 def point_label(point):
     length = f" {point.prompt_tokens} tokens" if point.prompt_tokens is not None else ""
     return f"{point.workload.name}{length} x{point.concurrency}"
@@ -222,6 +231,7 @@ class RunExecutor:
         self.server = None
         self.heartbeat = None
         self.sampler = None
+        self.metrics_unreadable = False  # said once per run
 
     # claim and heartbeat -------------------------------------------------------------
 
@@ -395,6 +405,15 @@ class RunExecutor:
                     f"model path {path} does not exist on host {host.name}{hint}: put the model back, then resume the sweep",
                 )
             checked.append(f"{what} path {path} exists")
+        python = engine_python(engine)
+        if python:
+            if not os.access(python, os.X_OK):
+                raise PreflightFailed(
+                    FailureKind.PREFLIGHT,
+                    f"engine {engine.name}'s interpreter {python} does not exist or cannot be run on host {host.name}: "
+                    f"build its environment (`make engines`), or correct the engine's python in the admin",
+                )
+            checked.append(f"engine interpreter {python} exists")
         if run.tp > max(host.gpu_count, 1):
             raise PreflightFailed(FailureKind.PREFLIGHT, f"TP{run.tp} needs {run.tp} GPUs; host {host.name} has {host.gpu_count}")
         checked.append(f"TP{run.tp} fits host {host.name}'s {host.gpu_count} GPU(s)")
@@ -439,8 +458,9 @@ class RunExecutor:
         run, sweep = self.run, self.run.sweep
         port = free_port()
         values = LaunchValues(
-            python=sys.executable,
+            python=engine_python(sweep.engine) or sys.executable,
             model_path=sweep.llm.path,
+            model_name=sweep.llm.name,
             host="127.0.0.1",
             port=port,
             tp=run.tp,
@@ -616,7 +636,8 @@ class RunExecutor:
             return
         adapter, process = self.adapter, self.server.process
         scale = metrics.simulated_time_scale(self.run.server_info)
-        before = adapter.spec_snapshot(self.server.base_url)
+        before = self.server_snapshot()
+        sampler = servermetrics.GaugeSampler(self.server.base_url, adapter.server_metrics).start() if before else None
         log_start = process.log_size()
         loads, stops, text_of, sent = [], [], {}, 0
         thresholds = Thresholds.from_mapping(settings.SWEEPLAB_VALIDITY)
@@ -636,18 +657,22 @@ class RunExecutor:
             if repeat + 1 < repeats and not process.alive():
                 break
         host_after = hostload.snapshot()
+        gauges = sampler.stop() if sampler is not None else None
         result = pooled_result(loads)
         point_log = process.log_since(log_start)
         adapter.relabel_failures(result.results, point_log)
         alive = process.alive()
         status, reason = point_status(result.results, alive)
-        after = adapter.spec_snapshot(self.server.base_url) if alive and before is not None else None
+        view = self.server_view(before, gauges) if alive else None
         summary = result.summary()
+        # None without a view, so a point measured again keeps no earlier medians; wall time,
+        # converted to model time with the rest of the summary.
+        summary.update(servermetrics.median_fields(view or {}))
         if status == PointStatus.OK:
-            if before is not None:
-                # Engines whose answers carry no per-request speculation counts (vLLM):
-                # this point's counter deltas. Otherwise sweepcore.metrics computed it.
-                summary["accept_length"] = adapter.accept_length(before, after, result)
+            if adapter.speculation_from_server_metrics:
+                # Answers without per-request speculation counts (vLLM): this point's
+                # counter deltas. Otherwise sweepcore.metrics computed it from the answers.
+                summary["accept_length"] = ((view or {}).get("spec") or {}).get("accept_length")
             summary.update(adapter.server_reported(point_log, self.run.method))
             notes = [self.token_count_note(point, prompt_tokens, result)]
             if not adapter.streams_usage:
@@ -669,12 +694,41 @@ class RunExecutor:
         stored = metrics.to_model_time(summary, scale) if scale else summary
         evidence = self.evidence(verdict, stored.get("intervals") or {}, scale,
                                  self.stop_reason(count, repeats, until, stops), host)
-        self.store.store_point(point, status, reason, started, result, stored, prompt_tokens, evidence=evidence)
+        if view is not None and scale:
+            view = servermetrics.to_model_time(view, scale)
+        self.store.store_point(point, status, reason, started, result, stored, prompt_tokens, evidence=evidence,
+                               server_metrics=view)
         self.store.event(RunEventKind.POINT_FINISHED, f"{point_label(point)}: {status}, {verdict.validity}",
                          point=point.pk, status=status, validity=verdict.validity)
         if status == PointStatus.CRASHED:
             # Its requests are stored as evidence; the reason gets the cause from the log.
             raise ServerDied(reason, point=point)
+
+    def server_snapshot(self):
+        """A read of the server's /metrics (sweepcore.servermetrics), or None when the
+        engine has none or it cannot be read; the first failure of a run is a RunEvent."""
+        names = self.adapter.server_metrics
+        if names is None:
+            return None
+        try:
+            return servermetrics.scrape(self.server.base_url)
+        except servermetrics.ScrapeError as exc:
+            if not self.metrics_unreadable:
+                self.metrics_unreadable = True
+                hint = " (SGLang serves it with --enable-metrics)" if self.adapter.kind in ("sglang", "simulated") else ""
+                self.store.event(RunEventKind.TELEMETRY_UNAVAILABLE,
+                                 f"the server's /metrics could not be read{hint}: {exc}; its points keep no server view")
+            return None
+
+    def server_view(self, before, gauges):
+        """The server's own view of the point just measured: its /metrics read again and
+        compared with `before` (sweepcore.servermetrics.point_view); None without both reads."""
+        if before is None:
+            return None
+        after = self.server_snapshot()
+        if after is None:
+            return None
+        return servermetrics.point_view(before, after, self.adapter.server_metrics, gauges)
 
     @staticmethod
     def evidence(verdict, intervals, scale, stop_reason, host):
@@ -774,6 +828,10 @@ class RunExecutor:
             return
         how = server.process.stop()
         self.store.event(RunEventKind.TEARDOWN, f"server {how} (exit status {server.process.returncode})")
+        left = server.process.leftovers()
+        if left:
+            listed = ", ".join(f"pid {pid} ({name})" for pid, name in left)
+            self.store.event(RunEventKind.TEARDOWN, f"processes of the server's group still alive after SIGKILL: {listed}")
         if server.gpus:
             try:
                 left = telemetry.wait_released(server.gpus, GPU_RELEASE_TIMEOUT_S)

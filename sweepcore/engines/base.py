@@ -14,6 +14,7 @@ from sweepcore.methods import AUTOREGRESSIVE, PARAM_TYPES
 PLACEHOLDERS = {
     "python": str,
     "model_path": str,
+    "model_name": str,  # the name requests use (vLLM's --served-model-name)
     "draft_model_path": str,
     "host": str,
     "port": int,
@@ -44,11 +45,13 @@ class LaunchValues:
     method: str = AUTOREGRESSIVE
     params: dict = field(default_factory=dict)
     draft_model_path: str = ""
+    model_name: str = ""
 
     def as_dict(self):
         values = {
             "python": self.python,
             "model_path": self.model_path,
+            "model_name": self.model_name,
             "draft_model_path": self.draft_model_path,
             "host": self.host,
             "port": self.port,
@@ -108,6 +111,12 @@ class EngineAdapter:
     health_path = "/health"
     ready_log_line = None  # a line the server logs once it serves, if it has one
     log_rules = ()  # extra sweepcore.failures.Rule signatures, tried before the common ones
+    # Its Prometheus /metrics names (a sweepcore.servermetrics.MetricNames), read around
+    # every point for the server's own view of it; None: the engine has no /metrics.
+    server_metrics = None
+    # True where the answers carry no per-request speculative statistics (vLLM): a point's
+    # accept length is then its /metrics counter deltas (never a lifetime average).
+    speculation_from_server_metrics = False
 
     def argv(self, template, method_args, values):
         """The command line for one configuration: the template, then the method's
@@ -199,18 +208,6 @@ class EngineAdapter:
         """The server's own figures for one point, read from its log of that point:
         point fields (e.g. ``server_decode_tok_s``) and extras. Empty when it has none."""
         return {}
-
-    # --- speculation, measured for one point ------------------------------------------
-
-    def spec_snapshot(self, base_url):
-        """Counters read before and after a point, for engines whose per-request answers
-        carry no speculative statistics. None when not needed."""
-        return None
-
-    def accept_length(self, before, after, load_result):
-        """Mean accepted tokens per verify step during this point only, from the two
-        snapshots; None when they say nothing."""
-        return None
 
 
 def get_json(url, timeout=PROBE_TIMEOUT_S):

@@ -8,9 +8,11 @@
 - Speculation per point: the native `/generate` answers carry `meta_info.spec_verify_ct`
   and `completion_tokens`: sweepcore.metrics computes accept length = Σ completion_tokens /
   Σ spec_verify_ct over the point's own requests (never `avg_spec_accept_length`, a
-  server-lifetime average), so no counter snapshot is needed here.
+  server-lifetime average). Its `/metrics` (only with `--enable-metrics`) gives the
+  server's own view of each point (sweepcore.servermetrics).
 """
 
+from sweepcore import servermetrics
 from sweepcore.engines.base import EngineAdapter, ServerLimits, get_json
 
 
@@ -18,6 +20,7 @@ class SGLangAdapter(EngineAdapter):
     kind = "sglang"
     api = "sglang-generate"
     ready_log_line = "The server is fired up and ready to roll!"
+    server_metrics = servermetrics.SGLANG_METRICS  # served with --enable-metrics only
 
     def extra_body(self, max_tokens, server_info):
         # Every request generates exactly max_new_tokens, so points are comparable.

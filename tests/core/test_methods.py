@@ -24,7 +24,17 @@ from sweepcore.methods import (
     methods_for,
 )
 from sweepcore.plan import plan
-from sweepcore.spec import Catalog, EngineInfo, HostInfo, ModelInfo, WorkloadInfo, dump_yaml, load_yaml, validate
+from sweepcore.spec import (
+    Catalog,
+    EngineInfo,
+    HostInfo,
+    ModelInfo,
+    SpecError,
+    WorkloadInfo,
+    dump_yaml,
+    load_yaml,
+    validate,
+)
 
 LAUNCHABLE = [m for m in REGISTRY if m.launchable]
 TEMPLATES = {
@@ -41,8 +51,12 @@ LAUNCH = {"python": "/usr/bin/python3", "model_path": "/models/m", "host": "127.
 
 
 def sample_params(method):
-    """One value per parameter, none of them a default, all different."""
-    return {p.name: 3 + 2 * i for i, p in enumerate(method.params)}
+    """One value per parameter, none of them a default, all different, and keeping the
+    method's rule between its parameters (rising values, else falling ones)."""
+    rising = {p.name: 3 + 2 * i for i, p in enumerate(method.params)}
+    if method.rule is None or method.rule[0](rising):
+        return rising
+    return {p.name: 3 + 2 * (len(method.params) - 1 - i) for i, p in enumerate(method.params)}
 
 
 def engine_name(kind):
@@ -100,7 +114,7 @@ def test_each_engine_kind_that_runs_the_method_builds_its_flags(method, kind):
         assert fragment[0] == "--speculative-config"
         config = json.loads(fragment[1])
         assert config["method"] == args.name
-        assert config["num_speculative_tokens"] == params[args.draft_length]
+        assert {key: config[key] for _, key in args.config_keys} == {key: params[p] for p, key in args.config_keys}
     else:
         assert fragment == rendered(args.fragment, params)
         assert all(str(value) in fragment for value in params.values())
@@ -163,3 +177,25 @@ def test_a_method_the_importers_do_not_name_is_imported_as_speculative():
         if method.imported_params is None:
             for args in method.engines.values():
                 assert args.name == "" or imported_method(args.name) is None
+
+
+def ngram_spec(**body):
+    return yaml.safe_dump({"name": "ngram-window", "host": "gpu-host", "engine": engine_name(VLLM), "model": "m",
+                           "methods": [{"ngram": body}], "workloads": ["fibonacci"]})
+
+
+def test_ngram_configurations_that_break_its_lookup_window_rule_are_left_out_of_the_plan():
+    text = ngram_spec(num_speculative_tokens=[2], prompt_lookup_max=[2, 4], prompt_lookup_min=[3])
+    runs = plan(validate(load_yaml(text), catalog()), catalog()).runs
+    assert [r.params for r in runs] == [{"num_speculative_tokens": 2, "prompt_lookup_max": 4, "prompt_lookup_min": 3}]
+
+
+def test_an_ngram_window_that_no_combination_can_keep_is_refused_with_the_rule():
+    text = ngram_spec(num_speculative_tokens=[2], prompt_lookup_max=[2], prompt_lookup_min=[3])
+    with pytest.raises(SpecError, match=r"methods\[0\]\.ngram: no combination .* prompt_lookup_min <= prompt_lookup_max"):
+        validate(load_yaml(text), catalog())
+
+
+def test_ngram_lookup_window_defaults_to_two_to_four_tokens():
+    runs = plan(validate(load_yaml(ngram_spec(num_speculative_tokens=[4])), catalog()), catalog()).runs
+    assert [r.params for r in runs] == [{"num_speculative_tokens": 4, "prompt_lookup_max": 4, "prompt_lookup_min": 2}]

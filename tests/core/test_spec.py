@@ -89,7 +89,7 @@ def test_it_rejects_a_comma_string_where_a_list_is_expected():
         ("options: {retry_quarantined: [{}]}", "options.retry_quarantined[0]: an empty rule would retry every "
          "quarantined configuration: write true for that"),
         ("exclude: [{}]", "exclude[0]: an empty exclusion would drop every configuration"),
-        ("exclude: [{method: beam}]", "exclude[0].method: expected one of autoregressive, dflash, ddtree, prompt-lookup, got 'beam'"),
+        ("exclude: [{method: beam}]", "exclude[0].method: expected one of autoregressive, dflash, ddtree, prompt-lookup, ngram, got 'beam'"),
     ],
 )
 def test_it_rejects_wrong_types(line, message):
