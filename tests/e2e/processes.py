@@ -105,3 +105,32 @@ def simengine_pids():
 
 def llamacpp_pids():
     return server_pids("llama_cpp.server")
+
+
+def vllm_pids():
+    """vLLM's API servers and the processes they start, alive: these rename themselves
+    (`VLLM::EngineCore`, `VLLM::Worker`), so they are found by name as well. A killed one
+    waiting to be reaped (a zombie: it holds nothing but its pid) does not count."""
+    pids = server_pids("vllm.entrypoints.openai.api_server")
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            name = (entry / "comm").read_text().strip()
+            cmdline = (entry / "cmdline").read_bytes()
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        zombie = stat[stat.rindex(")") + 2:].startswith("Z")
+        if (name.startswith("VLLM::") or cmdline.startswith(b"VLLM::")) and not zombie:
+            pids.add(int(entry.name))
+    return pids
+
+
+def wait_sweep_done(sweep, log, timeout, interval=0.5):
+    """Wait until the sweep is `done`; fail with its status and the worker's log tail."""
+    def finished():
+        sweep.refresh_from_db()
+        return sweep.status == "done"
+
+    assert wait_for(finished, timeout=timeout, interval=interval), f"sweep is {sweep.status}:\n{log.read_text()[-4000:]}"

@@ -14,7 +14,7 @@ from benchmarks.models import LLM
 from runs.lifecycle import create_sweep, launch_sweep
 from runs.models import Point, RequestRecord, Run, RunEvent
 from sweepcore.spec import validate
-from tests.e2e.processes import celery_worker, llamacpp_pids, wait_for
+from tests.e2e.processes import celery_worker, llamacpp_pids, wait_for, wait_sweep_done
 
 QUEUE = "host.local-cpu"
 
@@ -42,14 +42,6 @@ def smollm2_sweep(name, methods, prompt_tokens, max_new_tokens=16, requests=2):
     )
     sweep, _ = create_sweep(spec)
     return sweep
-
-
-def wait_sweep_done(sweep, log, timeout):
-    def finished():
-        sweep.refresh_from_db()
-        return sweep.status == "done"
-
-    assert wait_for(finished, timeout=timeout, interval=0.5), f"sweep is {sweep.status}:\n{log.read_text()[-4000:]}"
 
 
 @pytest.mark.slow

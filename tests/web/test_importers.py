@@ -32,7 +32,10 @@ def text(path):
 
 @pytest.fixture
 def catalog(catalog):
-    """The demo catalog and an H200 host with an SGLang and a vLLM engine."""
+    """The demo catalog and an H200 host with an SGLang and a vLLM engine. The demo's CPU
+    vLLM engine is left out: a vLLM file then has one engine that could have served it
+    (with two, the import asks which: test_importers' own tests of that)."""
+    Engine.objects.filter(name="vllm-cpu").delete()
     Host.objects.create(name="h200-box", gpu_model="NVIDIA H200", gpu_count=8, compute_capability="9.0")
     Engine.objects.create(name="sglang-h200", kind="sglang", argv_template=["python", "-m", "sglang.launch_server"])
     Engine.objects.create(name="vllm-h200", kind="vllm", argv_template=["vllm", "serve", "{model_path}"])
@@ -125,6 +128,7 @@ def test_host_model_and_engine_come_from_the_options_or_are_refused(catalog):
 
 def test_a_missing_engine_kind_gets_a_placeholder_that_launches_nothing(db):
     call_command("seed_demo", stdout=StringIO())
+    Engine.objects.filter(kind="vllm").delete()  # the demo's CPU vLLM engine
     result = import_file(VLLM_FILE.name, VLLM_FILE.read_bytes(), host="sim-8x-rtxpro6000")
     engine = result.sweep.engine
     assert (engine.name, engine.kind, engine.argv_template) == ("imported-vllm", "vllm", [])

@@ -26,7 +26,7 @@ def sent_tasks(monkeypatch):
     return sent
 
 
-def test_it_queues_the_simulated_demo_then_the_real_one_behind_it(catalog, monkeypatch, django_capture_on_commit_callbacks):
+def test_it_queues_the_simulated_demo_then_the_real_one_then_vllm_behind_them(catalog, monkeypatch, django_capture_on_commit_callbacks):
     sent = sent_tasks(monkeypatch)
     with django_capture_on_commit_callbacks(execute=True):
         out = demo()
@@ -42,8 +42,17 @@ def test_it_queues_the_simulated_demo_then_the_real_one_behind_it(catalog, monke
     # The simulated sweep's runs go to its host; the real sweep's runs wait: one task, on
     # the simulated host's queue behind them, sends them when the simulated sweep is done.
     queued_sim = Run.objects.filter(sweep=simulated, status="queued").count()
-    assert [name for name, _, _ in sent] == ["runs.execute_run"] * queued_sim + ["runs.start_sweep_after"]
-    assert sent[-1][1:] == ("host.sim-8x-rtxpro6000", {"sweep_id": real.pk, "after_sweep_id": simulated.pk})
+    assert [name for name, _, _ in sent] == ["runs.execute_run"] * queued_sim + ["runs.start_sweep_after"] * 2
+    assert sent[-2][1:] == ("host.sim-8x-rtxpro6000", {"sweep_id": real.pk, "after_sweep_id": simulated.pk})
+    # The vLLM sweep waits for the llama.cpp one, on the same CPU host.
+    vllm = Sweep.objects.get(name="smollm2-vllm-cpu-ngram")
+    assert (vllm.host.name, vllm.engine.name, vllm.status) == ("local-cpu", "vllm-cpu", "queued")
+    assert sent[-1][1:] == ("host.local-cpu", {"sweep_id": vllm.pk, "after_sweep_id": real.pk})
+    assert "starts when the real one is done" in out
+    # autoregressive and n-gram with 2 and 4 tokens, each on fibonacci and code-edit at 1 and 4.
+    assert [r.params for r in vllm.runs.order_by("position")] == [
+        {}, *({"num_speculative_tokens": n, "prompt_lookup_max": 4, "prompt_lookup_min": 2} for n in (2, 4))]
+    assert all(r.points.count() == 4 for r in vllm.runs.all())
     assert f"/sweeps/{real.pk}/" in out and f"/sweeps/{simulated.pk}/" in out
     assert "starts when the simulated one is done" in out
     # 4 configurations x (fibonacci + 3 lengths) x 2 concurrencies; 2100 tokens is beyond n_ctx.
@@ -77,7 +86,8 @@ def test_it_queues_nothing_twice_and_resumes_an_interrupted_demo(catalog, monkey
     sent = sent_tasks(monkeypatch)
     with django_capture_on_commit_callbacks(execute=True):
         out = demo()
-    assert Sweep.objects.count() == 2
+    assert Sweep.objects.count() == 3
     assert "unfinished: resumed" in out and "done already" in out
-    # Nothing to wait for: the real sweep's runs go straight to its host.
-    assert {name for name, _, _ in sent} == {"runs.execute_run"} and len(sent) == 4
+    # Nothing to wait for: the real sweep's runs go straight to its host; the vLLM sweep
+    # still waits behind it.
+    assert [name for name, _, _ in sent] == ["runs.execute_run"] * 4 + ["runs.start_sweep_after"]

