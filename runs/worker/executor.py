@@ -642,22 +642,25 @@ class RunExecutor:
         loads, stops, text_of, sent = [], [], {}, 0
         thresholds = Thresholds.from_mapping(settings.SWEEPLAB_VALIDITY)
         host_before = hostload.snapshot()
-        for repeat in range(repeats):
-            chunk = texts[repeat * count:(repeat + 1) * count] or texts
-            config = self.load_config(chunk, point.max_new_tokens, point.concurrency, count)
-            if until:
-                config.keep_going = keep_going_until_stable(until, thresholds.min_duration_s)
-            load = loadgen.run_load_sync(config)
-            for r in load.results:  # the indices of the point's requests continue across repeats
-                text_of[sent + r.index] = chunk[r.index % len(chunk)]
-                r.index += sent
-            sent += len(load.results)  # every index handed out gives one result
-            loads.append(load)
-            stops.append(stability_note(until, load.results, thresholds.min_duration_s)[1] if until else "")
-            if repeat + 1 < repeats and not process.alive():
-                break
+        try:
+            for repeat in range(repeats):
+                chunk = texts[repeat * count:(repeat + 1) * count] or texts
+                config = self.load_config(chunk, point.max_new_tokens, point.concurrency, count)
+                if until:
+                    config.keep_going = keep_going_until_stable(until, thresholds.min_duration_s)
+                load = loadgen.run_load_sync(config)
+                for r in load.results:  # the indices of the point's requests continue across repeats
+                    text_of[sent + r.index] = chunk[r.index % len(chunk)]
+                    r.index += sent
+                sent += len(load.results)  # every index handed out gives one result
+                loads.append(load)
+                stops.append(stability_note(until, load.results, thresholds.min_duration_s)[1] if until else "")
+                if repeat + 1 < repeats and not process.alive():
+                    break
+        finally:
+            # Never left polling: a worker process outlives its runs.
+            gauges = sampler.stop() if sampler is not None else None
         host_after = hostload.snapshot()
-        gauges = sampler.stop() if sampler is not None else None
         result = pooled_result(loads)
         point_log = process.log_since(log_start)
         adapter.relabel_failures(result.results, point_log)
