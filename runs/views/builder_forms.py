@@ -269,7 +269,10 @@ def _method_row(i, item, offered):
             current = method_entry(d["methods"][i])
             if current is None or current[0] != name:  # the method was changed in the same post
                 return
-            current[1][param.name] = parse_list(v) if param.swept else parse_number(v)
+            if param.swept and param.default is not None and not v.strip():
+                current[1][param.name] = None  # left empty: the method's default (method_item drops it)
+            else:
+                current[1][param.name] = parse_list(v) if param.swept else parse_number(v)
             d["methods"][i] = method_item(name, current[1])
 
         return write
@@ -280,7 +283,7 @@ def _method_row(i, item, offered):
             f"f-method-{i}-{p.name}", f"{path}.{name}.{p.name}",
             p.name.replace("_", " ") + (" (list)" if p.swept else ""), write_param(p),
             value=list_text(params.get(p.name)) if p.swept else text(params.get(p.name)),
-            placeholder="e.g. 8, 12, 15" if p.swept else text(p.default), inline=True, param=p.name,
+            placeholder=text(p.default) if p.default is not None else "e.g. 8, 12, 15", inline=True, param=p.name,
         ))
     return Row(path, "methods", i, controls, cls="method-row")
 

@@ -253,3 +253,15 @@ def test_repeats_and_until_stable_are_set_in_the_form_and_their_errors_shown_on_
     bad = preview(client, posted(drawn, **{"f-until_stable-max_requests": "2", "f-repeats": "0"}))
     assert "expected at least min_requests (5), got 2" in slot(bad, "fe-until_stable-max_requests")
     assert "expected a positive integer, got 0" in slot(bad, "fe-repeats")
+
+
+def test_an_ngram_lookup_window_left_empty_takes_the_methods_defaults(operator, client):
+    html = builder_from(client, {"name": "ngram", "host": "local-cpu", "engine": "vllm-cpu",
+                                 "model": "SmolLM2-135M-Instruct-hf", "methods": ["autoregressive", "ngram"],
+                                 "workloads": ["code-edit"]})
+    # Its default in the empty field's placeholder, not an example of a list.
+    assert re.search(r'id="f-method-1-prompt_lookup_max"[^>]*placeholder="4"', html)
+    answer = preview(client, posted(html, **{"f-method-1-num_speculative_tokens": "2, 4",
+                                             "f-method-1-prompt_lookup_max": "", "f-method-1-prompt_lookup_min": ""}))
+    assert "<h2>3 runs, 3 points (0 skipped)</h2>" in answer, answer[:2000]
+    assert "ngram num_speculative_tokens=4 prompt_lookup_max=4 prompt_lookup_min=2 TP1" in answer
