@@ -108,9 +108,18 @@ def explain(verdict, host, summary):
 
 
 @pytest.mark.slow
+def skip_when_the_hypervisor_stole(verdict, host, summary):
+    """Time stolen by the hypervisor comes from outside this machine, and slows the client
+    and the server alike: the verdict says so (`cpu_steal`), and the point cannot be quiet.
+    Seen in CI on 2026-12-03: 13 % stolen, and the client's event loop lagged 10.6 ms."""
+    if any(r["code"] == "cpu_steal" for r in verdict.reasons_json()):
+        pytest.skip(f"the hypervisor stole CPU time during the point: {explain(verdict, host, summary)}")
+
+
 def test_a_quiet_point_on_a_real_llamacpp_server_is_valid(llamacpp):
     verdict, host, summary = measure_and_judge(*llamacpp)
     assert summary["completed"] == REQUESTS and summary["failed"] == 0, explain(verdict, host, summary)
+    skip_when_the_hypervisor_stole(verdict, host, summary)
     assert verdict.validity == "valid", explain(verdict, host, summary)
 
 
@@ -127,8 +136,9 @@ def test_a_cpu_hog_pinned_beside_the_server_makes_its_point_suspect_and_names_th
         hog.kill()
         hog.wait()
     assert summary["completed"] == REQUESTS and summary["failed"] == 0, explain(verdict, host, summary)
-    assert verdict.validity == "suspect", explain(verdict, host, summary)
     busy = [r for r in verdict.reasons_json() if r["code"] == "host_busy"]
     assert busy and f"(pid {hog.pid})" in busy[0]["message"], explain(verdict, host, summary)
+    skip_when_the_hypervisor_stole(verdict, host, summary)
+    assert verdict.validity == "suspect", explain(verdict, host, summary)
     hogged = next(p for p in host.foreign if p.pid == hog.pid)
     assert hogged.cores > validity.Thresholds().foreign_cpu_share, explain(verdict, host, summary)
