@@ -52,9 +52,10 @@ gives the worst case, :func:`grid_probes` the grid's count.
 from __future__ import annotations
 
 import difflib
+import itertools
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from sweepcore.kinds import LabelledStrEnum
 
@@ -325,7 +326,7 @@ def _bracket_text(spec, state):
 def _within_resolution(spec, low, high):
     if spec.metric == CONCURRENCY:
         return high - low <= spec.resolution
-    return high / low <= (1 + spec.resolution) * (1 + 1e-12)  # 4.4 / 4 is 1.1000000000000001
+    return high / low <= (1 + spec.resolution) * (1 + 1e-12)  # 1.1099 / 1.009 is 1.1000000000000003
 
 
 def _doubled(spec, load):
@@ -406,7 +407,8 @@ def _decide(spec, probes):
                 f"the server is saturated: output throughput {previous.output_throughput:.0f} tok/s at "
                 f"{_load_text(spec, previous.load)}, {latest.output_throughput:.0f} tok/s at "
                 f"{_load_text(spec, latest.load)} ({growth * 100:+.1f} % for twice the load, less than "
-                f"{spec.saturation * 100:g} %); the capacity is the highest load probed, where the SLO still holds",
+                f"{spec.saturation * 100:g} %); the capacity is {_load_text(spec, latest.load)}, the highest load "
+                f"probed, where the SLO still holds",
             )
         load = _doubled(spec, state.holds_at)
     else:
@@ -469,7 +471,7 @@ def search_probes_bound(spec: SearchSpec) -> int:
     up to some load and fails above it: every bracketing load, then the bisection of the
     widest bracket they leave; ``max_probes`` at most."""
     loads = _bracketing_loads(spec)
-    widest = max((_bisection_probes(spec, a, b) for a, b in zip(loads, loads[1:])), default=0)
+    widest = max((_bisection_probes(spec, a, b) for a, b in itertools.pairwise(loads)), default=0)
     return min(len(loads) + widest, spec.max_probes)
 
 

@@ -140,6 +140,14 @@ def test_the_resolution_message_names_both_ends():
     assert capacity.message == "SLO holds at concurrency 12 and fails at concurrency 13 (resolution 1)"
 
 
+def test_a_bracket_of_exactly_the_resolution_is_within_it():
+    # 1.1099 / 1.009 is 1.1 in decimals and 1.1000000000000003 in floats.
+    spec = SearchSpec("request_rate", 1, 8, 0.1)
+    probes = [Probe(1, True, 1, 256), Probe(2, False, 0, 300), Probe(1.009, True, 1, 258), Probe(1.1099, False, 0, 280)]
+    assert next_load(spec, probes) is None
+    assert conclude(spec, probes).stopped_because == StopReason.RESOLUTION
+
+
 def test_bisection_loads_read_short():
     for threshold in RATE_THRESHOLDS:
         probes, _ = search(RATE, server(threshold))
@@ -156,7 +164,8 @@ def test_a_saturated_server_stops_the_search_at_the_highest_passing_load():
     assert capacity.load == 16 and capacity.fails_at is None
     assert capacity.message == (
         "the server is saturated: output throughput 1536 tok/s at 8 req/s, 1536 tok/s at 16 req/s "
-        "(+0.0 % for twice the load, less than 5 %); the capacity is the highest load probed, where the SLO still holds"
+        "(+0.0 % for twice the load, less than 5 %); the capacity is 16 req/s, the highest load probed, "
+        "where the SLO still holds"
     )
 
 
@@ -174,9 +183,16 @@ def test_saturation_is_throughput_growing_less_than_the_share_for_a_doubled_load
         assert capacity.stopped_because == StopReason.REACHED_HIGH
 
 
+def test_flat_throughput_over_a_load_that_did_not_double_is_no_saturation():
+    # A history from another search's loads: 1.5 is no doubling of 1.
+    spec = SearchSpec("request_rate", 1, 64, 0.1)
+    assert next_load(spec, [Probe(1, True, 1, 256.0), Probe(1.5, True, 1.5, 257.0)]) == 3
+    assert next_load(spec, [Probe(1, True, 1, 256.0), Probe(2, True, 2, 257.0)]) is None
+
+
 def test_saturation_is_judged_only_while_bracketing():
     # Flat throughput between close loads is no sign of saturation once the SLO has failed.
-    probes, capacity = search(RATE, server(7, saturates_at=5))
+    _, capacity = search(RATE, server(7, saturates_at=5))
     assert capacity.stopped_because == StopReason.RESOLUTION
     assert capacity.load <= 7 < capacity.fails_at <= capacity.load * 1.1
 
@@ -247,18 +263,24 @@ def test_the_order_of_the_history_does_not_matter(spec, threshold):
     assert conclude(spec, history) == capacity
 
 
+def noisy_server(seed, high):
+    """A server whose SLO holds or fails at random, more often at loads near ``high``, and
+    which now and then dies: whether the SLO holds is no function of the load."""
+    noise = random.Random(seed)
+
+    def probe(load):
+        meets = noise.random() < 1 - load / (1.2 * high)
+        dies = noise.random() < 0.02
+        return Probe(load, meets, load if meets else 0.0, noise.uniform(100, 2000), server_failed=dies)
+
+    return probe
+
+
 @pytest.mark.parametrize("spec", [RATE, CONCURRENCY, SearchSpec("request_rate", 0.5, 3, 0.02)])
 def test_a_noisy_server_never_gets_a_load_twice_and_the_search_ends(spec):
     for seed in range(200):
-        noise = random.Random(seed)
-
-        def measure(load):
-            # Whether the SLO holds is no function of the load; now and then the server dies.
-            meets = noise.random() < 1 - load / (1.2 * spec.high)
-            dies = noise.random() < 0.02
-            return Probe(load, meets, load if meets else 0.0, noise.uniform(100, 2000), server_failed=dies)
-
-        probes, capacity = search(spec, measure)  # asserts: no load twice, within range and max_probes
+        # search() asserts that no load comes twice, each within range and max_probes.
+        probes, capacity = search(spec, noisy_server(seed, spec.high))
         if capacity.load is not None:
             assert capacity.probe.meets_slo and not capacity.probe.server_failed
             assert capacity.fails_at is None or capacity.load < capacity.fails_at
@@ -328,7 +350,7 @@ def test_the_search_costs_a_fraction_of_a_grid():
     assert search_probes_bound(RATE) == 12  # 9 bracketing loads, 3 bisections of a factor 2
     assert search_probes_bound(CONCURRENCY) == 12  # 7 bracketing loads, 5 bisections of 32
     rate_counts = [len(search(RATE, server(t))[0]) for t in RATE_THRESHOLDS]
-    concurrency_counts = [len(search(CONCURRENCY, server(t))[0]) for t in range(0, 70)]
+    concurrency_counts = [len(search(CONCURRENCY, server(t))[0]) for t in range(70)]
     # The bound is reached, never passed.
     assert max(rate_counts) == search_probes_bound(RATE)
     assert max(concurrency_counts) == search_probes_bound(CONCURRENCY)
@@ -349,9 +371,9 @@ def test_the_example_parses_with_defaults():
     assert SEARCH_EXAMPLE == "{max_goodput: " + BODY + "}"
     concurrency = parse_search({"max_goodput": {"metric": "concurrency", "low": 1, "high": 32, "max_probes": 9}})
     assert concurrency == SearchSpec("concurrency", 1, 32, 1, 0.05, 9)
-    for spec in (spec, concurrency):
-        assert search_errors(spec.to_dict()) == []
-        assert parse_search(spec.to_dict()) == spec
+    for parsed in (spec, concurrency):
+        assert search_errors(parsed.to_dict()) == []
+        assert parse_search(parsed.to_dict()) == parsed
 
 
 def test_parse_refuses_what_validation_refuses():
@@ -374,14 +396,14 @@ SATURATION_EXPECTED = "expected a relative throughput growth of at least 0 and b
         ([], [f"search: expected a mapping such as {SEARCH_EXAMPLE}, got a list"]),
         ("max_goodput", [f"search: expected a mapping such as {SEARCH_EXAMPLE}, got 'max_goodput'"]),
         ({}, [f"search: expected one objective (max_goodput) as in {SEARCH_EXAMPLE}, got an empty mapping"]),
-        ({"max_goodpt": {}}, ["search.max_goodpt: unknown objective (did you mean 'max_goodput'?); "
-                              "expected one of max_goodput"]),
+        ({"max_goodpt": {}}, [("search.max_goodpt: unknown objective (did you mean 'max_goodput'?); "
+                               "expected one of max_goodput")]),
         ({"fastest": {}}, ["search.fastest: unknown objective; expected one of max_goodput"]),
         ({"max_goodput": 64}, [f"{P}: expected a mapping such as {BODY}, got 64"]),
         ({"max_goodput": {}}, [f"{P}.metric: required (as in {BODY})", f"{P}.low: required (as in {BODY})",
                                f"{P}.high: required (as in {BODY})"]),
-        (search_with(resolutoin=0.1), [f"{P}.resolutoin: unknown field (did you mean 'resolution'?); "
-                                "expected one of metric, low, high, resolution, saturation, max_probes"]),
+        (search_with(resolutoin=0.1), [(f"{P}.resolutoin: unknown field (did you mean 'resolution'?); "
+                                        "expected one of metric, low, high, resolution, saturation, max_probes")]),
         (search_with(metric="rate"), [f"{P}.metric: expected one of request_rate, concurrency, got 'rate'"]),
         (search_with(low=0), [f"{P}.low: expected a positive number, got 0"]),
         (search_with(low=-1.5), [f"{P}.low: expected a positive number, got -1.5"]),
