@@ -192,13 +192,12 @@ def ci_fields(intervals: Any) -> dict[str, list | None]:
     return {f"{m}_ci": interval_of(intervals, m) for m in INTERVAL_METRICS}
 
 #: The point metric columns, one list for the model, the executor's write, the exports,
-#: the API and the charts: what :func:`summarize` computes (less ``errors``, a mapping
-#: kept beside them, and the open-loop figures, which have no columns: the executor keeps
-#: a summary key that is no column in the point's ``extra``) and what the server itself
+#: the API and the charts: what :func:`summarize` computes (less ``errors`` and an open
+#: loop's ``send_based`` latencies, mappings kept beside them) and what the server itself
 #: reported, each beside our own figure: its decode speed (llama.cpp's timings) and its
 #: median TTFT and ITL, from the delta of its /metrics histograms over the point
 #: (sweepcore.servermetrics).
-FIELDS: tuple[str, ...] = tuple(f for f in SUMMARY_FIELDS if f not in ("errors", "intervals", *OPEN_LOOP_FIELDS)) + (
+FIELDS: tuple[str, ...] = tuple(f for f in SUMMARY_FIELDS if f not in ("errors", "intervals", "send_based")) + (
     "server_decode_tok_s",
     "server_median_ttft_ms",
     "server_median_itl_ms",
@@ -218,6 +217,7 @@ REQUEST_FIELDS: tuple[str, ...] = (
     "error_kind",
     "error",
     "spec_verify_ct",
+    "send_lag",
 )
 
 #: How each point metric is named on screen, with its unit: the one definition behind the
@@ -236,6 +236,9 @@ METRIC_NAMES: dict[str, tuple[str, str]] = {
     "max_output_tokens_per_s": ("peak output throughput", "tok/s"),
     "accept_length": ("mean accept length", "tokens"),
     "event_loop_lag_p99_ms": ("p99 event-loop lag", "ms"),
+    "send_lag_median_ms": ("median send lag behind the schedule", "ms"),
+    "send_lag_p99_ms": ("p99 send lag behind the schedule", "ms"),
+    "send_lag_max_ms": ("largest send lag behind the schedule", "ms"),
 }
 
 
