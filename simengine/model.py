@@ -124,7 +124,7 @@ def max_req_input_len(context_length: int, max_total_num_tokens: int) -> int:
 # ("Max running requests is reset to 48 for speculative decoding. ...").
 SPECULATIVE_MAX_RUNNING_REQUESTS = 48
 # SGLang clips a request's max_new_tokens at this when it estimates the KV room it needs
-# (SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION).
+# (CLIP_MAX_NEW_TOKENS, env SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION).
 KV_RESERVE_CLIP_TOKENS = 4096
 
 

@@ -326,3 +326,7 @@ def test_capacity_ranking_flips_between_a_tight_and_a_loose_slo(rtx):
     # At each capacity the binding limit is the one the README names.
     assert _steady(rtx, AUTOREGRESSIVE, 80)["tpot_s"] > 0.070 and _steady(rtx, DDTREE15, 42)["tpot_s"] > 0.045
     assert _steady(rtx, DDTREE15, 59)["tpot_s"] < 0.070 < _steady(rtx, AUTOREGRESSIVE, 80)["tpot_s"]
+    # Without speculation's cap (--max-running-requests 128; 79 requests fit the KV cache) the
+    # verify work alone keeps DDTree below autoregressive at the loose SLO.
+    uncapped = M.max_concurrency_within(rtx, *DDTREE15, 1, FIBONACCI_TOKENS, 256, "code", 128, tpot_limit_s=0.070)
+    assert uncapped == 67 and _steady(rtx, DDTREE15, 67, max_running_requests=128)["batch_limit"] == 79
