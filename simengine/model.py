@@ -14,6 +14,12 @@ Conventions
 * ``context_tokens`` is the mean context (prompt + generated so far) of one running request;
   ``batch`` is the number of running requests sharing each forward step.
 * Times are seconds of modelled GPU time.
+
+The load model (section "Load model" of the README) builds on these: the scheduler's
+admission rules (``effective_max_running_requests``, ``kv_reserved_tokens``) are defined
+here once, for the server and for ``closed_loop_steady_state``, which predicts what a
+closed-loop client measures from the same step and prefill functions the server sleeps on;
+``max_concurrency_within`` turns that into the simulator's known capacity under an SLO.
 """
 
 from __future__ import annotations
@@ -110,6 +116,41 @@ def kv_capacity_tokens(
 def max_req_input_len(context_length: int, max_total_num_tokens: int) -> int:
     """SGLang's scheduler limit: min(context_len - 1, max_total_num_tokens - 1) - 5."""
     return min(context_length - 1, max_total_num_tokens - 1) - 5
+
+
+# --------------------------------------------------------------------------- admission
+
+# SGLang's ServerArgs resets an unset --max-running-requests to this for speculative decoding
+# ("Max running requests is reset to 48 for speculative decoding. ...").
+SPECULATIVE_MAX_RUNNING_REQUESTS = 48
+# SGLang clips a request's max_new_tokens at this when it estimates the KV room it needs
+# (CLIP_MAX_NEW_TOKENS, env SGLANG_CLIP_MAX_NEW_TOKENS_ESTIMATION).
+KV_RESERVE_CLIP_TOKENS = 4096
+
+
+def req_to_token_pool_size(max_total_num_tokens: int, context_length: int) -> int:
+    """SGLang's ModelRunner ``max_num_reqs``: ``min(max(int(max_total / context_len * 512), 2048), 4096)``."""
+    return min(max(int(max_total_num_tokens / context_length * 512), 2048), 4096)
+
+
+def effective_max_running_requests(requested: Optional[int], max_total_num_tokens: int, context_length: int) -> int:
+    """The scheduler's cap on running requests, as SGLang's Scheduler computes it:
+    ``min(--max-running-requests or max_total_num_tokens // 2, req_to_token_pool size)``.
+
+    ``requested`` is the server argument after ServerArgs' defaults, i.e. already
+    :data:`SPECULATIVE_MAX_RUNNING_REQUESTS` when speculation left it unset; without
+    speculation an unset cap is in practice the request pool (2048), so the KV cache binds.
+    """
+    server_limit = int(requested) if requested else max_total_num_tokens // 2
+    return max(1, min(server_limit, req_to_token_pool_size(max_total_num_tokens, context_length)))
+
+
+def kv_reserved_tokens(input_len: int, generated: int, target_len: int) -> int:
+    """KV tokens the scheduler holds for a request: its context so far plus what it may
+    still generate (clipped at :data:`KV_RESERVE_CLIP_TOKENS`).  A request is admitted only
+    when the running requests' reservations and its own fit in ``max_total_num_tokens``; a
+    running request is never preempted (simengine does not retract)."""
+    return input_len + generated + min(max(0, target_len - generated), KV_RESERVE_CLIP_TOKENS)
 
 
 # --------------------------------------------------------------------------- start-up
@@ -341,3 +382,190 @@ def expected_request_seconds(
         ctx = prompt_tokens + max_new_tokens / 2.0
         t += remaining / expected_decode_tok_s(profile, method, params, tp, ctx, 1, workload)
     return t
+
+
+# --------------------------------------------------------------------------- load model
+
+
+def expected_decode_steps(
+    profile: Mapping[str, Any], method: Optional[str], params: Optional[Mapping[str, Any]], workload: str, tokens: int
+) -> float:
+    """Mean decode (or draft+verify) steps one request needs to commit ``tokens`` tokens.
+
+    Autoregressive: ``tokens``.  Speculative: a step commits ``1 + X`` tokens, X drawn as
+    :func:`sample_accepted_drafts` draws it, and the last step is cut at what remains, so
+    ``E[steps(r)] = 1 + sum_x P(X = x) * E[steps(r - 1 - x)]`` with ``E[steps(r <= 0)] = 0``
+    (a little above ``tokens / expected_accept_length``).
+    """
+    if tokens <= 0:
+        return 0.0
+    if norm_method(method) == "none":
+        return float(tokens)
+    alpha, depth = acceptance(profile, method, params, workload)
+    probs = [alpha ** x * (1.0 - alpha) for x in range(depth)] + [alpha ** depth]
+    steps = [0.0] * (tokens + 1)
+    for r in range(1, tokens + 1):
+        steps[r] = 1.0 + sum(p * steps[max(0, r - 1 - x)] for x, p in enumerate(probs))
+    return steps[tokens]
+
+
+class _ClosedLoop:
+    """One server configuration and request shape; :meth:`at` gives the steady state at a
+    concurrency.  The figures that do not depend on the concurrency are computed once."""
+
+    def __init__(self, profile, method, params, tp, prompt_tokens, output_tokens, workload, max_running_requests,
+                 mem_fraction_static, context_length, kv_cache_dtype, chunked_prefill_size):
+        if prompt_tokens < 1 or output_tokens < 2:
+            raise ValueError("the load model needs prompt_tokens >= 1 and output_tokens >= 2 (TPOT needs two tokens)")
+        self.profile, self.method, self.params, self.tp = profile, norm_method(method), params, tp
+        self.prompt_tokens, self.output_tokens = int(prompt_tokens), int(output_tokens)
+        speculative = self.method != "none"
+        kv_tokens = kv_capacity_tokens(profile, tp, mem_fraction_static, speculative, kv_cache_dtype)
+        if kv_tokens <= 0:
+            raise ValueError("this configuration does not start: no memory is left for the KV cache")
+        context_length = int(context_length or profile["model"]["max_position_embeddings"])
+        if max_running_requests is None and speculative:
+            max_running_requests = SPECULATIVE_MAX_RUNNING_REQUESTS
+        self.max_running_requests = effective_max_running_requests(max_running_requests, kv_tokens, context_length)
+        self.kv_slots = max(1, kv_tokens // kv_reserved_tokens(self.prompt_tokens, 0, self.output_tokens))
+        self.batch_limit = min(self.max_running_requests, self.kv_slots)
+        self.batch_limited_by = "max_running_requests" if self.max_running_requests <= self.kv_slots else "kv_cache"
+        # Autoregressive requests of one length admitted together also finish together, so a
+        # closed loop moves in waves; speculative requests need a random number of steps and
+        # finish (and come back) spread over the steps.
+        self.regime = "mixed" if speculative else "lockstep"
+        self.decode_tokens = self.output_tokens - 1  # the first token comes from the prefill
+        self.decode_steps = expected_decode_steps(profile, method, params, workload, self.decode_tokens)
+        self.accept_length = expected_accept_length(profile, method, params, workload)
+        self.context = self.prompt_tokens + self.output_tokens / 2.0  # a request's mean context while decoding
+        self.prefill_fixed_s = prefill_seconds(profile, tp, 0)
+        self.prefill_per_prompt_s = prefill_seconds(profile, tp, self.prompt_tokens) - self.prefill_fixed_s
+        self.chunk = int(chunked_prefill_size or profile["startup"].get("chunked_prefill_size", 8192))
+
+    def prefill_forwards_s(self, prompts: float) -> float:
+        """Prefill of ``prompts`` waiting prompts: one forward per chunk of the batch, each paying the fixed cost."""
+        forwards = max(1, math.ceil(prompts * self.prompt_tokens / self.chunk))
+        return forwards * self.prefill_fixed_s + prompts * self.prefill_per_prompt_s
+
+    def at(self, concurrency: int) -> Dict[str, Any]:
+        c = int(concurrency)
+        if c < 1:
+            raise ValueError("concurrency must be >= 1")
+        b = min(c, self.batch_limit)
+        queued = c - b
+        step = step_seconds(self.profile, self.method, self.params, self.tp, self.context, b)
+        if self.regime == "lockstep":
+            # A wave: prefilled together (its TTFT), then decoded with no foreign prefill in between.
+            interference = 0.0
+            decode_s = self.decode_steps * step
+            wave_prefill_s = self.prefill_forwards_s(b)
+            wave_s = wave_prefill_s + decode_s
+            waves_waited = queued / b  # a queued client waits for later waves (FIFO)
+            ttft_mean = wave_prefill_s + waves_waited * wave_s
+            ttft = wave_prefill_s + math.floor(waves_waited + 0.5) * wave_s  # median: most wait the same count
+            request_rate = b / wave_s
+        else:
+            # Each of the other b - 1 requests finishes once per cycle of its slot: its decode steps,
+            # plus (without a queue) the step during which the client's next request travels.
+            # After a step in which any finished, the new arrivals' prefill delays everyone's next step.
+            cycle_steps = self.decode_steps + (0 if queued else 1)
+            arrivals = (b - 1) / cycle_steps
+            any_arrival = 1.0 - (1.0 - 1.0 / cycle_steps) ** (b - 1)
+            interference = any_arrival * self.prefill_fixed_s + arrivals * self.prefill_per_prompt_s
+            decode_s = self.decode_steps * (step + interference)
+            admit_s = self.prefill_fixed_s + (1.0 + arrivals) * self.prefill_per_prompt_s
+            ttft_unqueued = admit_s + (step if b > 1 else 0.0)  # arrives during a step, prefilled after it
+            if queued:
+                request_rate = b / (decode_s + admit_s)  # every slot is refilled from the queue at once
+                ttft = ttft_mean = max(ttft_unqueued, c / request_rate - decode_s)  # Little's law
+            else:
+                ttft = ttft_mean = ttft_unqueued
+                request_rate = c / (ttft_mean + decode_s)
+        tpot = decode_s / self.decode_tokens
+        return {
+            "concurrency": c,
+            "batch": b,
+            "queued": queued,
+            "batch_limit": self.batch_limit,
+            "batch_limited_by": self.batch_limited_by,
+            "max_running_requests": self.max_running_requests,
+            "kv_slots": self.kv_slots,
+            "regime": self.regime,
+            "accept_length": self.accept_length,
+            "decode_steps": self.decode_steps,
+            "step_s": step,
+            "prefill_interference_s": interference,
+            "tpot_s": tpot,
+            "ttft_s": ttft,
+            "ttft_mean_s": ttft_mean,
+            "e2el_s": ttft + decode_s,
+            "request_throughput": request_rate,
+            "output_tok_s": request_rate * self.output_tokens,
+        }
+
+
+def closed_loop_steady_state(
+    profile: Mapping[str, Any],
+    method: Optional[str],
+    params: Optional[Mapping[str, Any]],
+    tp: int,
+    prompt_tokens: int,
+    output_tokens: int,
+    concurrency: int,
+    workload: str = "prose",
+    max_running_requests: Optional[int] = None,
+    *,
+    mem_fraction_static: float = 0.85,
+    context_length: Optional[int] = None,
+    kv_cache_dtype: str = "auto",
+    chunked_prefill_size: Optional[int] = None,
+) -> Dict[str, Any]:
+    """What a closed loop measures in steady state (modelled seconds), and why.
+
+    ``concurrency`` clients each send their next request when the previous one ends; every
+    request has ``prompt_tokens`` and generates exactly ``output_tokens`` (ignore-eos).  The
+    server flags are the keyword arguments (``max_running_requests=None``: the server's
+    default for the method).  The batch is ``min(concurrency, batch_limit)`` with
+    ``batch_limit = min(max_running_requests, kv_slots)``; the rest queue.  Keys:
+    ``tpot_s`` (median TPOT), ``ttft_s`` (median TTFT), ``ttft_mean_s``, ``e2el_s``
+    (median), ``output_tok_s`` and ``request_throughput`` (aggregate), and the terms they
+    are built from (``batch``, ``queued``, ``regime``, ``step_s``, ``decode_steps``,
+    ``prefill_interference_s``, ...).  The formulas are in the README ("Load model").
+    """
+    return _ClosedLoop(profile, method, params, tp, prompt_tokens, output_tokens, workload, max_running_requests,
+                       mem_fraction_static, context_length, kv_cache_dtype, chunked_prefill_size).at(concurrency)
+
+
+def max_concurrency_within(
+    profile: Mapping[str, Any],
+    method: Optional[str],
+    params: Optional[Mapping[str, Any]],
+    tp: int,
+    prompt_tokens: int,
+    output_tokens: int,
+    workload: str = "prose",
+    max_running_requests: Optional[int] = None,
+    *,
+    tpot_limit_s: float,
+    ttft_limit_s: Optional[float] = None,
+    max_concurrency: int = 1024,
+    mem_fraction_static: float = 0.85,
+    context_length: Optional[int] = None,
+    kv_cache_dtype: str = "auto",
+    chunked_prefill_size: Optional[int] = None,
+) -> int:
+    """The simulator's known capacity for a concurrency search with median limits.
+
+    The largest concurrency c (1..``max_concurrency``) such that the steady-state median
+    TPOT, and median TTFT when ``ttft_limit_s`` is given, are within the limits at every
+    concurrency up to c; 0 when even one client misses them.  Once the batch is full, TPOT
+    stops growing and only TTFT does (the queue): without a TTFT limit a configuration
+    whose full batch meets the TPOT limit returns ``max_concurrency`` (the search's upper end).
+    """
+    loop = _ClosedLoop(profile, method, params, tp, prompt_tokens, output_tokens, workload, max_running_requests,
+                       mem_fraction_static, context_length, kv_cache_dtype, chunked_prefill_size)
+    for c in range(1, int(max_concurrency) + 1):
+        s = loop.at(c)
+        if s["tpot_s"] > tpot_limit_s or (ttft_limit_s is not None and s["ttft_s"] > ttft_limit_s):
+            return c - 1
+    return int(max_concurrency)

@@ -178,7 +178,12 @@ class Engine:
         self.sched_prefix = " TP0" if self.tp > 1 else ""
         st = profile["startup"]
         self.chunked_prefill_size = int(args.chunked_prefill_size or st.get("chunked_prefill_size", 8192))
-        self.max_running_requests = int(args.max_running_requests or st.get("max_running_requests", 48))
+        # ServerArgs: speculation resets an unset cap to 48 (logged at start-up, as SGLang warns);
+        # the scheduler's effective cap is known once the KV cache is sized.
+        self.max_running_requests_reset = self.spec and args.max_running_requests is None
+        if self.max_running_requests_reset:
+            args.max_running_requests = M.SPECULATIVE_MAX_RUNNING_REQUESTS
+        self.max_running_requests = 0
         self.max_total_num_tokens = 0
         self.max_req_input_len = 0
         # status: loading -> starting -> up (| unhealthy); SGLang's ServerStatus
@@ -303,26 +308,30 @@ class Engine:
                     self.log_tic = time.perf_counter()  # throughput intervals exclude idle time
                     self.log_gen_tokens = 0
                     continue
+                # Prefill first, as SGLang without mixed chunking: new arrivals delay the running
+                # batch's next step.  A full batch or KV cache leaves them waiting in the queue;
+                # with nothing running the head is always admitted, so here self.running is not empty.
                 if self.waiting and len(self.running) < self.max_running_requests and self._can_admit():
                     await self.prefill_step()
                     continue
-                if self.running:
-                    await self.decode_step()
-                else:
-                    # Waiting requests that do not fit yet and nothing running: admit anyway.
-                    await self.prefill_step(force=True)
+                await self.decode_step()
         except asyncio.CancelledError:
             raise
 
-    def _can_admit(self) -> bool:
+    def _can_admit(self, batch_reserved: int = 0) -> bool:
+        """Whether the head of the queue fits in the KV cache next to the running requests and
+        the ``batch_reserved`` tokens of the prefill batch being formed (a lone request always runs)."""
+        if not self.running and not batch_reserved:
+            return True
         req = self.waiting[0]
-        used = sum(r.context + min(r.remaining(), 4096) for r in self.running)
-        need = req.input_len + min(req.target_len, 4096)
-        return not self.running or used + need <= self.max_total_num_tokens
+        used = sum(M.kv_reserved_tokens(r.input_len, r.completion_tokens, r.target_len) for r in self.running)
+        need = M.kv_reserved_tokens(req.input_len, 0, req.target_len)
+        return used + batch_reserved + need <= self.max_total_num_tokens
 
-    async def prefill_step(self, force: bool = False) -> None:
+    async def prefill_step(self) -> None:
         budget = self.chunked_prefill_size
         batch: List[Req] = []
+        reserved = 0  # KV tokens promised to this batch: the running requests' do not count them yet
         seconds = M.prefill_seconds(self.profile, self.tp, 0)  # fixed cost of the forward
         new_tokens = 0
         while self.waiting and budget > 0 and len(self.running) + len(batch) < self.max_running_requests:
@@ -330,7 +339,7 @@ class Engine:
             if req.aborted or req.finished:
                 self.waiting.popleft()
                 continue
-            if batch and not force and not self._can_admit():
+            if batch and not self._can_admit(reserved):
                 break
             if req.prefilled == 0 and not req.internal:
                 self.num_user_requests += 1
@@ -345,11 +354,11 @@ class Engine:
             new_tokens += take
             budget -= take
             batch.append(req)
+            reserved += M.kv_reserved_tokens(req.input_len, 0, req.target_len)
             if req.prefilled >= req.input_len:
                 self.waiting.popleft()
             else:
                 break  # chunked: the rest goes into the next prefill forward
-            force = False
         if not batch:
             return
         self.log.info(
@@ -567,6 +576,9 @@ class Engine:
 
     async def startup(self, http_ready_cb) -> None:
         a, p, log = self.args, self.profile, self.log
+        if self.max_running_requests_reset:
+            log.warning("Max running requests is reset to 48 for speculative decoding. You can override this by "
+                        "explicitly setting --max-running-requests.")
         log.info(f"server_args={a!r}")
         ranks = range(self.tp * a.pp_size)
         pref = (lambda r: f" TP{r}") if self.tp > 1 else (lambda r: "")
@@ -617,6 +629,7 @@ class Engine:
             await self.die(F.not_enough_memory_traceback())
         self.max_total_num_tokens = cap
         self.max_req_input_len = M.max_req_input_len(self.context_len, cap)
+        self.max_running_requests = M.effective_max_running_requests(a.max_running_requests, cap, self.context_len)
         kv_gib = cap * per_rank_bytes / M.GIB
         for r in ranks:
             log.info(f"KV Cache is allocated. #tokens: {cap}, K size: {kv_gib / 2:.2f} GB, V size: {kv_gib / 2:.2f} GB",

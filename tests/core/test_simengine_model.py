@@ -1,5 +1,6 @@
 """Unit tests of simengine's tokenizer and performance model (no processes, no waiting)."""
 
+import itertools
 import random
 
 import pytest
@@ -13,6 +14,7 @@ from simengine.tokenizer import (
     render_chat,
     split_pieces,
 )
+from sweepcore.prompts import FIBONACCI_PROMPT
 
 FIB_PROMPT = "Write a Python function that returns the n-th Fibonacci number."
 PROSE_PROMPT = "Tell me about the history of Paris and the people who have lived there over the centuries."
@@ -197,3 +199,134 @@ def test_profiles_and_crash_rules(rtx, h200):
     assert not fh.die_on_first_verify and fh.die_mid_stream_rule is None
     # The h200 profile is faster than the RTX PRO 6000 one.
     assert M.expected_decode_tok_s(h200, None, None, 1, 500) > M.expected_decode_tok_s(rtx, None, None, 1, 500)
+
+
+# --------------------------------------------------------------------------- load model
+
+# The `fibonacci` workload at 256 output tokens, TP1: the configurations of the README's
+# "Load model" tables.
+FIBONACCI_TOKENS = SimTokenizer().count(FIBONACCI_PROMPT)
+DDTREE15 = ("DDTREE", {"budget": 15})
+AUTOREGRESSIVE = (None, None)
+
+
+def _steady(profile, config, concurrency, **kw):
+    method, params = config
+    return M.closed_loop_steady_state(profile, method, params, 1, FIBONACCI_TOKENS, 256, concurrency, "code", **kw)
+
+
+def _capacity(profile, config, tpot_limit_s, ttft_limit_s=None):
+    method, params = config
+    return M.max_concurrency_within(profile, method, params, 1, FIBONACCI_TOKENS, 256, "code",
+                                    tpot_limit_s=tpot_limit_s, ttft_limit_s=ttft_limit_s)
+
+
+def test_max_running_requests_follows_sglang():
+    # Without speculation SGLang caps at max_total_num_tokens // 2 and the request pool (2048 here):
+    # the KV cache binds long before.  Speculation's ServerArgs default is 48; a flag wins.
+    assert M.req_to_token_pool_size(28724, 32768) == 2048
+    assert M.req_to_token_pool_size(602533, 32768) == 4096
+    assert M.effective_max_running_requests(None, 28724, 32768) == 2048
+    assert M.effective_max_running_requests(None, 1000, 32768) == 500
+    assert M.effective_max_running_requests(M.SPECULATIVE_MAX_RUNNING_REQUESTS, 25345, 32768) == 48
+    assert M.effective_max_running_requests(8, 28724, 32768) == 8
+
+
+def test_kv_reservation_is_context_plus_what_may_still_come():
+    assert M.kv_reserved_tokens(100, 0, 256) == 356
+    assert M.kv_reserved_tokens(100, 200, 256) == 356  # constant while it generates
+    assert M.kv_reserved_tokens(100, 0, 10000) == 100 + M.KV_RESERVE_CLIP_TOKENS
+    assert M.kv_reserved_tokens(100, 8000, 10000) == 10100
+
+
+def test_expected_decode_steps_matches_the_sampler(rtx):
+    assert M.expected_decode_steps(rtx, None, None, "code", 255) == 255.0
+    method, params = DDTREE15
+    steps = M.expected_decode_steps(rtx, method, params, "code", 255)
+    per_step = M.expected_accept_length(rtx, method, params, "code")
+    assert 255 / per_step < steps < 255 / per_step + 1  # the last step is cut at what remains
+    alpha, depth = M.acceptance(rtx, method, params, "code")
+    rng = random.Random(3)
+    runs = []
+    for _ in range(4000):
+        left, n = 255, 0
+        while left > 0:
+            left -= 1 + M.sample_accepted_drafts(rng, alpha, depth)
+            n += 1
+        runs.append(n)
+    assert abs(sum(runs) / len(runs) - steps) / steps < 0.01
+
+
+def test_one_client_is_a_lone_request(rtx):
+    one = _steady(rtx, AUTOREGRESSIVE, 1)
+    assert one["batch"] == 1 and one["queued"] == 0 and one["prefill_interference_s"] == 0
+    assert one["ttft_s"] == pytest.approx(M.prefill_seconds(rtx, 1, FIBONACCI_TOKENS))
+    assert one["e2el_s"] == pytest.approx(M.expected_request_seconds(rtx, None, None, 1, FIBONACCI_TOKENS, 256, "code"))
+    assert 1 / one["tpot_s"] == pytest.approx(M.expected_decode_tok_s(rtx, None, None, 1, FIBONACCI_TOKENS + 128))
+    spec = _steady(rtx, DDTREE15, 1)
+    assert spec["e2el_s"] == pytest.approx(
+        M.expected_request_seconds(rtx, *DDTREE15, 1, FIBONACCI_TOKENS, 256, "code"), rel=0.02)
+
+
+def test_tpot_grows_with_the_batch_then_the_queue_grows_ttft(rtx):
+    for config, limit, limited_by in ((AUTOREGRESSIVE, 90, "kv_cache"), (DDTREE15, 48, "max_running_requests")):
+        curve = [_steady(rtx, config, c) for c in range(1, 2 * limit + 1)]
+        assert {s["batch_limit"] for s in curve} == {limit} and curve[0]["batch_limited_by"] == limited_by
+        tpot = [s["tpot_s"] for s in curve]
+        ttft = [s["ttft_s"] for s in curve]
+        assert all(a < b for a, b in itertools.pairwise(tpot[:limit])), config  # a bigger batch, longer steps
+        assert tpot[limit:] == [tpot[limit]] * limit  # a full batch: the rest wait
+        assert [s["queued"] for s in curve[limit:]] == list(range(1, limit + 1))
+        assert ttft == sorted(ttft) and ttft[-1] > 10 * ttft[limit - 1]
+    # The KV cache holds 90 requests of 62 + 256 tokens (28,724 tokens at TP1).
+    assert M.kv_capacity_tokens(rtx, 1) // (FIBONACCI_TOKENS + 256) == 90
+    assert _steady(rtx, AUTOREGRESSIVE, 100, max_running_requests=32)["batch"] == 32
+
+
+def test_speculation_pays_for_the_prefills_of_returning_clients(rtx):
+    # Speculative requests finish spread over the steps: the others' prefills delay every step.
+    spec = _steady(rtx, DDTREE15, 16)
+    assert spec["regime"] == "mixed" and spec["prefill_interference_s"] > 0.05 * spec["step_s"]
+    assert spec["tpot_s"] == pytest.approx(
+        spec["decode_steps"] * (spec["step_s"] + spec["prefill_interference_s"]) / 255)
+    # Autoregressive ones finish together: the wave's prefill is its TTFT, not anyone's TPOT.
+    ar = _steady(rtx, AUTOREGRESSIVE, 16)
+    assert ar["regime"] == "lockstep" and ar["tpot_s"] == ar["step_s"]
+    assert ar["ttft_s"] == pytest.approx(M.prefill_seconds(rtx, 1, 0) + 16 * (
+        M.prefill_seconds(rtx, 1, FIBONACCI_TOKENS) - M.prefill_seconds(rtx, 1, 0)))
+
+
+def test_throughput_saturates_at_the_full_batch(rtx):
+    for config, limit in ((AUTOREGRESSIVE, 90), (DDTREE15, 48)):
+        out = [_steady(rtx, config, c)["output_tok_s"] for c in range(1, 3 * limit)]
+        assert out[:limit] == sorted(out[:limit])
+        assert out[limit] == out[-1] < 1.03 * out[limit - 1]
+    # Per request DDTree is 5x faster alone, but its full batch delivers less than autoregressive's.
+    assert _steady(rtx, DDTREE15, 1)["output_tok_s"] > 5 * _steady(rtx, AUTOREGRESSIVE, 1)["output_tok_s"]
+    assert _steady(rtx, DDTREE15, 200)["output_tok_s"] < 0.85 * _steady(rtx, AUTOREGRESSIVE, 200)["output_tok_s"]
+
+
+def test_known_capacity_edges(rtx):
+    assert _capacity(rtx, AUTOREGRESSIVE, 0.038) == 0  # one client already decodes at 38.4 ms per token
+    # A full DDTree batch stays at 51.6 ms: without a TTFT limit the queue is never caught.
+    assert _capacity(rtx, DDTREE15, 0.070) == 1024
+    assert _capacity(rtx, DDTREE15, 0.070, ttft_limit_s=3.0) == 58
+    s58, s59 = _steady(rtx, DDTREE15, 58), _steady(rtx, DDTREE15, 59)
+    assert s58["ttft_s"] <= 3.0 < s59["ttft_s"]
+
+
+def test_capacity_ranking_flips_between_a_tight_and_a_loose_slo(rtx):
+    """README "Load model": at a tight per-user speed DDTree serves more clients; at a loose
+    one autoregressive does, since every DDTree request adds verify work to each step and
+    speculation caps the batch at 48, so its queue breaks the TTFT limit first."""
+    tight = {"tpot_limit_s": 0.045, "ttft_limit_s": 3.0}
+    loose = {"tpot_limit_s": 0.070, "ttft_limit_s": 3.0}
+    assert (_capacity(rtx, DDTREE15, **tight), _capacity(rtx, AUTOREGRESSIVE, **tight)) == (41, 17)
+    assert (_capacity(rtx, AUTOREGRESSIVE, **loose), _capacity(rtx, DDTREE15, **loose)) == (79, 58)
+    # At each capacity the binding limit is the one the README names.
+    assert _steady(rtx, AUTOREGRESSIVE, 80)["tpot_s"] > 0.070 and _steady(rtx, DDTREE15, 42)["tpot_s"] > 0.045
+    assert _steady(rtx, DDTREE15, 59)["tpot_s"] < 0.070 < _steady(rtx, AUTOREGRESSIVE, 80)["tpot_s"]
+    # Without speculation's cap (--max-running-requests 128; 79 requests fit the KV cache) the
+    # verify work alone keeps DDTree below autoregressive at the loose SLO.
+    uncapped = M.max_concurrency_within(rtx, *DDTREE15, 1, FIBONACCI_TOKENS, 256, "code", 128, tpot_limit_s=0.070)
+    assert uncapped == 67 and _steady(rtx, DDTREE15, 67, max_running_requests=128)["batch_limit"] == 79
