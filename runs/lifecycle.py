@@ -59,6 +59,8 @@ def create_sweep(spec, owner=None, catalog=None):
             prompt_tokens=p.prompt_tokens,
             max_new_tokens=p.max_new_tokens,
             concurrency=p.concurrency,
+            request_rate=p.request_rate,
+            burstiness=spec.burstiness if p.request_rate is not None else None,
             status=p.status,
             reason=p.reason,
         )
@@ -212,9 +214,11 @@ def queue_new_attempts(runs, message):
             Point(
                 run=run, position=p.position, workload_id=p.workload_id, prompt_tokens=p.prompt_tokens,
                 max_new_tokens=p.max_new_tokens, concurrency=p.concurrency, request_rate=p.request_rate,
+                burstiness=p.burstiness,
                 **({"status": p.status, "reason": p.reason} if p.reason.startswith(CONTEXT_CAP_PREFIX) else {}),
             )
-            for p in old.points.order_by("position")
+            # A search's probes are not copied: the new attempt searches again.
+            for p in old.points.filter(from_search=False).order_by("position")
         )
         new_runs.append(run)
     by_sweep = {}

@@ -63,6 +63,10 @@ class Run(Curated):
     server_info = models.JSONField(default=dict, blank=True)
     context_length = models.PositiveIntegerField(null=True, blank=True)
     kv_capacity_tokens = models.PositiveBigIntegerField(null=True, blank=True)
+    # The capacity search's answer (sweepcore.capacity): {"metric", "load", "goodput",
+    # "output_tok_s", "tok_s_per_gpu", "tok_s_per_user", "stopped_because", "message",
+    # "probes", "slo"}; {} for a run without a search.
+    capacity = models.JSONField(default=dict, blank=True, help_text="The highest load that met the SLO.")
     log_path = models.CharField(max_length=1000, blank=True)
     port = models.PositiveIntegerField(null=True, blank=True)
     pid = models.PositiveIntegerField(null=True, blank=True)
@@ -118,8 +122,10 @@ class Point(Curated):
         null=True, blank=True, help_text="Prompt tokens as the server counted them."
     )
     max_new_tokens = models.PositiveIntegerField()
-    concurrency = models.PositiveIntegerField()
+    concurrency = models.PositiveIntegerField(help_text="Clients of a closed loop; an open loop's cap in flight.")
     request_rate = models.FloatField(null=True, blank=True, help_text="None: closed loop.")
+    burstiness = models.FloatField(null=True, blank=True, help_text="An open loop's gamma shape (1: Poisson).")
+    from_search = models.BooleanField(default=False, help_text="A probe of the run's capacity search.")
     status = models.CharField(max_length=20, choices=PointStatus.choices, default=PointStatus.PLANNED)
     reason = models.TextField(blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
@@ -150,6 +156,18 @@ class Point(Curated):
     server_median_itl_ms = models.FloatField(
         null=True, blank=True, help_text="The server's own median ITL, from its histogram delta over the point."
     )
+    # Under an open loop TTFT and E2EL count from each request's scheduled send time (the
+    # client's own queueing counts: coordinated omission); these are how late it sent, and
+    # the same latencies from the actual send.
+    send_lag_median_ms = models.FloatField(null=True, blank=True)
+    send_lag_p99_ms = models.FloatField(null=True, blank=True)
+    send_lag_max_ms = models.FloatField(null=True, blank=True)
+    send_based = models.JSONField(default=dict, blank=True, help_text="TTFT and E2EL from the actual send.")
+    # Against the sweep's SLO (sweepcore.slo); None without one.
+    goodput = models.FloatField(null=True, blank=True, help_text="Requests/s that met every SLO limit.")
+    slo_attainment = models.FloatField(null=True, blank=True, help_text="Share of requests that met every limit.")
+    slo_met = models.BooleanField(null=True, blank=True, help_text="Every limit's percentile is within it.")
+    slo_checks = models.JSONField(default=dict, blank=True, help_text='limit -> {"limit", "observed", "met"}')
     client_bound = models.BooleanField(default=False)
     event_loop_lag_p99_ms = models.FloatField(null=True, blank=True)
     # The evidence behind the numbers (sweepcore.validity, sweepcore.stats). `completed`
@@ -175,17 +193,28 @@ class Point(Curated):
 
     class Meta:
         constraints = [
-            # The natural key; two partial constraints because NULL prompt_tokens (a
-            # fixed prompt) would otherwise never collide and upserts would duplicate.
+            # The natural key (run, workload, prompt_tokens, concurrency, request_rate), as
+            # four partial constraints because a NULL (a fixed prompt's length, a closed
+            # loop's rate) never collides and upserts would duplicate.
             models.UniqueConstraint(
                 fields=["run", "workload", "prompt_tokens", "concurrency"],
-                condition=Q(prompt_tokens__isnull=False),
+                condition=Q(prompt_tokens__isnull=False, request_rate__isnull=True),
                 name="point_natural_key",
             ),
             models.UniqueConstraint(
                 fields=["run", "workload", "concurrency"],
-                condition=Q(prompt_tokens__isnull=True),
+                condition=Q(prompt_tokens__isnull=True, request_rate__isnull=True),
                 name="point_natural_key_fixed_prompt",
+            ),
+            models.UniqueConstraint(
+                fields=["run", "workload", "prompt_tokens", "concurrency", "request_rate"],
+                condition=Q(prompt_tokens__isnull=False, request_rate__isnull=False),
+                name="point_natural_key_open_loop",
+            ),
+            models.UniqueConstraint(
+                fields=["run", "workload", "concurrency", "request_rate"],
+                condition=Q(prompt_tokens__isnull=True, request_rate__isnull=False),
+                name="point_natural_key_open_loop_fixed_prompt",
             ),
         ]
         indexes = [
@@ -203,7 +232,8 @@ class Point(Curated):
 
     def __str__(self):
         length = self.prompt_tokens if self.prompt_tokens is not None else "-"
-        return f"{self.workload_id}@{length}x{self.concurrency}"
+        load = f"x{self.concurrency}" if self.request_rate is None else f"@{self.request_rate:g}/s"
+        return f"{self.workload_id}@{length}{load}"
 
 
 class RequestRecord(models.Model):
@@ -223,6 +253,9 @@ class RequestRecord(models.Model):
     error_kind = models.CharField(max_length=40, blank=True)
     error = models.TextField(blank=True)
     spec_verify_ct = models.PositiveIntegerField(null=True, blank=True)
+    send_lag = models.FloatField(
+        null=True, blank=True, help_text="Seconds sent after its scheduled time (open loop); None: closed loop."
+    )
 
     class Meta:
         constraints = [
@@ -272,6 +305,8 @@ class RunEventKind(models.TextChoices):
     CANCELLED = "cancelled", "Cancelled"
     TEARDOWN = "teardown", "Server stopped"
     GPU_LEAK = "gpu_leak", "GPU memory not released"
+    CACHE_RESET = "cache_reset", "Server cache reset"
+    CAPACITY = "capacity", "Capacity found"
     TELEMETRY_UNAVAILABLE = "telemetry_unavailable", "Telemetry unavailable"
     FINISHED = "finished", "Run finished"
 

@@ -22,6 +22,9 @@ Inputs per request (see :class:`sweepcore.loadgen.RequestResult`)
 ``prompt_tokens``  the prompt length as the server counted it (``usage.prompt_tokens``
                    or ``meta_info.prompt_tokens``), or None.
 ``error_kind``     '' for a success, else the failure class (see sweepcore.loadgen).
+``send_lag``       open loop only: seconds from the request's scheduled arrival to its
+                   ``send_time`` (waiting for the concurrency cap and a late event loop
+                   both count); None, or no such key in a stored dict, in a closed loop.
 
 Success
 -------
@@ -45,6 +48,18 @@ Per request (seconds; reported in ms)
 * decode speed ``(output_tokens - 1) / (e2el - ttft)`` tok/s -- only where
   output_tokens >= 2 and e2el > ttft (all tokens in one chunk has no decode interval).
 
+Open loop: latencies from the schedule
+--------------------------------------
+Under an open loop a request that waits (for the concurrency cap, or for a late event
+loop) before it is sent would hide that wait from a TTFT measured from the send: the
+slower the server, the later the sends, the better its TTFT looks (coordinated
+omission; vLLM issue 54101).  So where a record carries ``send_lag`` its TTFT and E2EL
+*statistics* are measured from its scheduled arrival: ``ttft + send_lag`` and ``e2el +
+send_lag`` (:func:`request_ttft_scheduled`, :func:`request_e2el_scheduled`).  TPOT, ITL
+and decode speed are differences between token arrivals and do not change.
+:func:`request_ttft` and :func:`request_e2el` keep meaning "from the send"; the point
+keeps those statistics too, in ``send_based``.
+
 Per point
 ---------
 * ``completed``, ``failed`` -- counts as defined above; ``completed + failed`` is every
@@ -60,16 +75,17 @@ Per point
   total_output_tokens) / duration``.  These are rates over a measured interval, so a
   point where everything failed has a throughput of 0.0, not None.
 * ``{mean,median,std,p90,p99}_{ttft,tpot,itl,e2el}_ms`` over completed requests (ITL
-  over all their gaps pooled).  ``std`` is the population standard deviation;
-  percentiles interpolate linearly between closest ranks (numpy's default, which
-  ``vllm bench serve`` uses): ``p`` -> rank ``p/100 * (n-1)``.  With one sample every
-  percentile is that sample.
+  over all their gaps pooled; TTFT and E2EL from the schedule under an open loop).
+  ``std`` is the population standard deviation; percentiles interpolate linearly
+  between closest ranks (numpy's default, which ``vllm bench serve`` uses): ``p`` ->
+  rank ``p/100 * (n-1)``.  With one sample every percentile is that sample.
 * ``decode_tok_s`` -- median over completed requests of the per-request decode speed
   (the median, so that one stalled request does not move it, and so that its interval
   is the same kind as the latencies').
 * ``intervals`` -- ``{metric: [lo, hi]}``, the 95 % interval of ``decode_tok_s`` and of
-  the latency medians (:data:`INTERVAL_METRICS`; see :mod:`sweepcore.stats`); a metric
-  with too few samples for one is left out.
+  the latency medians (:data:`INTERVAL_METRICS`; see :mod:`sweepcore.stats`), TTFT's and
+  E2EL's from the schedule under an open loop; a metric with too few samples for one is
+  left out.
 * ``max_output_tokens_per_s`` -- the most output tokens (of completed requests) that
   arrived within one whole-second bucket, buckets counted from the earliest send.
 * ``accept_length = sum(output_tokens) / sum(spec_verify_ct)`` over the completed
@@ -77,6 +93,12 @@ Per point
   decoding); None when no request reports it.
 * ``errors`` -- ``{kind: {"count": n, "example": "<one message>"}}`` over failed
   requests.
+* ``send_based`` -- open loop: ``{mean,median,std,p90,p99}_{ttft,e2el}_ms`` over completed
+  requests measured from the actual send, the figures a closed-loop tool would show;
+  None in a closed loop.
+* ``send_lag_{median,p99,max}_ms`` -- open loop: the send lag over every measured request
+  (failed ones too: the lag is the client's lateness, whatever the answer); None in a
+  closed loop.
 * ``client_bound``, ``event_loop_lag_p99_ms`` -- the client's self-measurement, passed
   through (see sweepcore.loadgen): a point measured while the client was saturated is
   flagged.
@@ -122,6 +144,14 @@ LATENCIES = ("ttft", "tpot", "itl", "e2el")
 #: The latency columns of a point: {mean,median,std,p90,p99}_{ttft,tpot,itl,e2el}_ms.
 LATENCY_FIELDS: tuple[str, ...] = tuple(f"{s}_{m}_ms" for m in LATENCIES for s in STATS)
 
+#: How late an open loop's sends were against its schedule.
+SEND_LAG_FIELDS: tuple[str, ...] = ("send_lag_median_ms", "send_lag_p99_ms", "send_lag_max_ms")
+
+#: A point's open-loop figures, None in a closed loop: its TTFT and E2EL statistics from
+#: the actual send (a mapping of ``{mean,median,std,p90,p99}_{ttft,e2el}_ms``) and its
+#: send lag.
+OPEN_LOOP_FIELDS: tuple[str, ...] = ("send_based", *SEND_LAG_FIELDS)
+
 #: Every key :func:`summarize` returns, in display order.
 SUMMARY_FIELDS: tuple[str, ...] = (
     "completed",
@@ -133,6 +163,7 @@ SUMMARY_FIELDS: tuple[str, ...] = (
     "output_throughput",
     "total_token_throughput",
     *LATENCY_FIELDS,
+    *OPEN_LOOP_FIELDS,
     "decode_tok_s",
     "max_output_tokens_per_s",
     "accept_length",
@@ -161,11 +192,12 @@ def ci_fields(intervals: Any) -> dict[str, list | None]:
     return {f"{m}_ci": interval_of(intervals, m) for m in INTERVAL_METRICS}
 
 #: The point metric columns, one list for the model, the executor's write, the exports,
-#: the API and the charts: what :func:`summarize` computes (less ``errors``, a mapping
-#: kept beside them) and what the server itself reported, each beside our own figure: its
-#: decode speed (llama.cpp's timings) and its median TTFT and ITL, from the delta of its
-#: /metrics histograms over the point (sweepcore.servermetrics).
-FIELDS: tuple[str, ...] = tuple(f for f in SUMMARY_FIELDS if f not in ("errors", "intervals")) + (
+#: the API and the charts: what :func:`summarize` computes (less ``errors`` and an open
+#: loop's ``send_based`` latencies, mappings kept beside them) and what the server itself
+#: reported, each beside our own figure: its decode speed (llama.cpp's timings) and its
+#: median TTFT and ITL, from the delta of its /metrics histograms over the point
+#: (sweepcore.servermetrics).
+FIELDS: tuple[str, ...] = tuple(f for f in SUMMARY_FIELDS if f not in ("errors", "intervals", "send_based")) + (
     "server_decode_tok_s",
     "server_median_ttft_ms",
     "server_median_itl_ms",
@@ -185,6 +217,7 @@ REQUEST_FIELDS: tuple[str, ...] = (
     "error_kind",
     "error",
     "spec_verify_ct",
+    "send_lag",
 )
 
 #: How each point metric is named on screen, with its unit: the one definition behind the
@@ -203,6 +236,9 @@ METRIC_NAMES: dict[str, tuple[str, str]] = {
     "max_output_tokens_per_s": ("peak output throughput", "tok/s"),
     "accept_length": ("mean accept length", "tokens"),
     "event_loop_lag_p99_ms": ("p99 event-loop lag", "ms"),
+    "send_lag_median_ms": ("median send lag behind the schedule", "ms"),
+    "send_lag_p99_ms": ("p99 send lag behind the schedule", "ms"),
+    "send_lag_max_ms": ("largest send lag behind the schedule", "ms"),
 }
 
 
@@ -236,7 +272,11 @@ def _get(rec: Any, name: str, default: Any = None) -> Any:
 
 
 def percentile(values: Sequence[float], p: float) -> float | None:
-    """Linear-interpolation percentile (numpy's default method); None for no values."""
+    """Linear-interpolation percentile (numpy's default method); None for no values.
+
+    ``+inf`` values are allowed (sweepcore.slo counts a failed request as an infinite
+    latency): a percentile whose rank falls on a finite value is that value, one that
+    interpolates towards ``+inf`` with any weight is ``+inf``."""
     if not values:
         return None
     xs = sorted(values)
@@ -245,7 +285,10 @@ def percentile(values: Sequence[float], p: float) -> float | None:
     rank = (p / 100.0) * (len(xs) - 1)
     lo = math.floor(rank)
     hi = min(lo + 1, len(xs) - 1)
-    return float(xs[lo] + (rank - lo) * (xs[hi] - xs[lo]))
+    weight = rank - lo
+    if weight == 0 or xs[hi] == xs[lo]:  # no interpolation: also keeps 0 * inf from making nan
+        return float(xs[lo])
+    return float(xs[lo] + weight * (xs[hi] - xs[lo]))
 
 
 def mean(values: Sequence[float]) -> float | None:
@@ -266,13 +309,36 @@ def is_success(rec: Any) -> bool:
 
 
 def request_ttft(rec: Any) -> float | None:
+    """Seconds from the send to the first token; None without tokens."""
     offs = _get(rec, "chunk_offsets") or []
     return float(offs[0]) if offs else None
 
 
 def request_e2el(rec: Any) -> float | None:
+    """Seconds from the send to the last token; None without tokens."""
     offs = _get(rec, "chunk_offsets") or []
     return float(offs[-1]) if offs else None
+
+
+def request_send_lag(rec: Any) -> float | None:
+    """Seconds from the request's scheduled arrival to its send (open loop); None in a
+    closed loop, where there is no schedule."""
+    lag = _get(rec, "send_lag")
+    return None if lag is None else float(lag)
+
+
+def request_ttft_scheduled(rec: Any) -> float | None:
+    """The TTFT a point's statistics use: from the scheduled arrival under an open loop
+    (``ttft + send_lag``), from the send in a closed loop; None without tokens."""
+    ttft = request_ttft(rec)
+    return None if ttft is None else ttft + (request_send_lag(rec) or 0.0)
+
+
+def request_e2el_scheduled(rec: Any) -> float | None:
+    """The E2EL a point's statistics use: from the scheduled arrival under an open loop
+    (``e2el + send_lag``), from the send in a closed loop; None without tokens."""
+    e2el = request_e2el(rec)
+    return None if e2el is None else e2el + (request_send_lag(rec) or 0.0)
 
 
 def request_tpot(rec: Any) -> float | None:
@@ -357,6 +423,25 @@ def error_summary(records: Iterable[Any]) -> dict[str, dict[str, Any]]:
     return out
 
 
+def open_loop_figures(records: Sequence[Any]) -> dict[str, Any]:
+    """:data:`OPEN_LOOP_FIELDS` of a point's records: every one None when no record
+    carries a send lag (a closed loop)."""
+    lags_ms = [lag * 1000.0 for r in records if (lag := request_send_lag(r)) is not None]
+    if not lags_ms:
+        return dict.fromkeys(OPEN_LOOP_FIELDS)
+    ok = [r for r in records if is_success(r)]
+    send_based = {
+        **_stats("ttft", [v for v in (request_ttft(r) for r in ok) if v is not None]),
+        **_stats("e2el", [v for v in (request_e2el(r) for r in ok) if v is not None]),
+    }
+    return {
+        "send_based": send_based,
+        "send_lag_median_ms": percentile(lags_ms, 50),
+        "send_lag_p99_ms": percentile(lags_ms, 99),
+        "send_lag_max_ms": max(lags_ms),
+    }
+
+
 def summarize(
     results: Iterable[Any],
     duration: float | None,
@@ -392,8 +477,8 @@ def summarize(
     def rate(x: float | None) -> float | None:
         return (x / duration) if (rate_ok and x is not None) else None
 
-    ttfts = [v for v in (request_ttft(r) for r in ok) if v is not None]
-    e2els = [v for v in (request_e2el(r) for r in ok) if v is not None]
+    ttfts = [v for v in (request_ttft_scheduled(r) for r in ok) if v is not None]
+    e2els = [v for v in (request_e2el_scheduled(r) for r in ok) if v is not None]
     tpots = [v for v in (request_tpot(r) for r in ok) if v is not None]
     itls: list[float] = []
     for r in ok:
@@ -428,6 +513,7 @@ def summarize(
         "median_itl_ms": stats.pooled_median_ci([[g * 1000 for g in request_itls(r)] for r in ok]),
     }
     summary["intervals"] = {k: [lo, hi] for k, v in intervals.items() if v is not None for lo, hi in [v]}
+    summary.update(open_loop_figures(recs))
     summary["max_output_tokens_per_s"] = max_output_tokens_per_s(ok)
     summary["accept_length"] = (spec_out / spec_ct) if spec_ct else None
     summary["errors"] = error_summary(recs)
@@ -442,7 +528,8 @@ def summarize(
 def request_samples(metric: str, records: Iterable[Any]) -> list[float] | None:
     """One value per completed request for comparing ``metric`` between points (what a
     significance test needs), or None for a metric that has no per-request value
-    (throughputs, durations: one value per measurement).  Latencies in ms.  Every ITL
+    (throughputs, durations: one value per measurement).  Latencies in ms; TTFT and E2EL
+    from the schedule under an open loop, as the point's statistics.  Every ITL
     statistic is compared on each request's mean gap (its TPOT): a request's gaps are
     not independent samples."""
     ok = [r for r in records if is_success(r)]
@@ -450,7 +537,8 @@ def request_samples(metric: str, records: Iterable[Any]) -> list[float] | None:
         values = [request_decode_tok_s(r) for r in ok]
     elif metric.endswith("_ms") and metric.split("_")[1] in LATENCIES:
         kind = metric.split("_")[1]
-        per = {"ttft": request_ttft, "tpot": request_tpot, "itl": request_tpot, "e2el": request_e2el}[kind]
+        per = {"ttft": request_ttft_scheduled, "tpot": request_tpot, "itl": request_tpot,
+               "e2el": request_e2el_scheduled}[kind]
         values = [None if (v := per(r)) is None else v * 1000 for r in ok]
     elif metric == "accept_length":
         values = [(_get(r, "output_tokens") or 0) / ct for r in ok if (ct := _get(r, "spec_verify_ct"))]
@@ -462,8 +550,15 @@ def request_samples(metric: str, records: Iterable[Any]) -> list[float] | None:
 # --- simulated time ---------------------------------------------------------------------
 
 #: Point metrics that are times (converted by dividing by the time scale) and rates
-#: (multiplied by it); counts and ratios do not change.
-TIME_FIELDS = frozenset(["duration", *LATENCY_FIELDS, "server_median_ttft_ms", "server_median_itl_ms"])
+#: (multiplied by it); counts and ratios do not change.  The send lag is converted too:
+#: on a simulator the wall-time schedule and the wall-time server make one time-dilated
+#: copy of the model's world, where the lag is mostly the wait for the concurrency cap,
+#: i.e. for the simulated requests ahead to finish; and the TTFT from the schedule
+#: (TTFT from the send + lag) must stay that sum once converted.  The event loop's own
+#: lateness, the part that does not dilate, is judged in wall time
+#: (``event_loop_lag_p99_ms``, ``client_bound``).
+TIME_FIELDS = frozenset(["duration", *LATENCY_FIELDS, "server_median_ttft_ms", "server_median_itl_ms",
+                         *SEND_LAG_FIELDS])
 RATE_FIELDS = frozenset(["request_throughput", "output_throughput", "total_token_throughput",
                          "decode_tok_s", "max_output_tokens_per_s", "server_decode_tok_s"])
 
@@ -495,8 +590,8 @@ def samples_to_model_time(metric: str, values: list[float] | None, time_scale: f
 def to_model_time(summary: Mapping[str, Any], time_scale: float) -> dict[str, Any]:
     """A summary measured on a simulator running at ``time_scale`` x real time (0.02: a
     model second lasts 20 ms of wall time), in the model's time: times divided by the
-    scale, rates multiplied by it, their intervals likewise.  The client's own figures
-    (event-loop lag) stay wall time."""
+    scale, rates multiplied by it, their intervals and the ``send_based`` latencies
+    likewise.  The client's own figures (event-loop lag) stay wall time."""
     if not time_scale or time_scale <= 0:
         raise ValueError(f"time scale must be > 0, not {time_scale!r}")
     out = dict(summary)
@@ -507,6 +602,8 @@ def to_model_time(summary: Mapping[str, Any], time_scale: float) -> dict[str, An
             out[key] = value / time_scale
         elif key in RATE_FIELDS:
             out[key] = value * time_scale
+        elif key == "send_based":  # {mean,...}_{ttft,e2el}_ms: latencies
+            out[key] = {k: None if v is None else v / time_scale for k, v in value.items()}
     intervals = {}
     for key, (lo, hi) in (summary.get("intervals") or {}).items():
         factor = 1 / time_scale if key in TIME_FIELDS else time_scale if key in RATE_FIELDS else 1

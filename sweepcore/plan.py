@@ -1,7 +1,9 @@
 """Spec -> planned runs and points. Pure functions.
 
 A run is one server configuration: (method, parameter values, TP), minus exclusions.
-A point is one measurement of a run: workload x prompt length x concurrency.
+A point is one measurement of a run: workload x prompt length x concurrency (a closed
+loop) or x request rate (an open loop, its concurrency the cap on requests in flight). A
+capacity search plans no points: its probes are measured points added as it goes.
 
 At plan time two things are decided, each with its numbers in the reason:
 - the context cap: prompt_tokens + max_new_tokens + margin above the model's declared
@@ -41,6 +43,7 @@ class PlannedPoint:
     max_new_tokens: int
     status: str = PointStatus.PLANNED
     reason: str = ""
+    request_rate: float | None = None  # None: a closed loop at `concurrency`
 
 
 @dataclass
@@ -88,6 +91,7 @@ class Plan:
                             "workload": p.workload,
                             "prompt_tokens": p.prompt_tokens,
                             "concurrency": p.concurrency,
+                            "request_rate": p.request_rate,
                             "status": p.status,
                             "reason": p.reason,
                         }
@@ -149,18 +153,24 @@ def plan(spec, catalog, quarantines=()):
             if not hit:
                 configs.append((method, params, tp))
 
+    if spec.search:
+        loads = []  # the search adds its probes as it measures them
+    elif spec.request_rate is not None:
+        loads = [(spec.in_flight_cap, rate) for rate in spec.request_rate]
+    else:
+        loads = [(c, None) for c in spec.concurrency]
     point_shapes = [
-        (w.workload, length, c)
+        (w.workload, length, c, rate)
         for w in spec.workloads
         for length in (w.prompt_tokens if w.prompt_tokens is not None else (None,))
-        for c in spec.concurrency
+        for c, rate in loads
     ]
     total_points = len(configs) * len(point_shapes)
     if total_points > MAX_POINTS:
         raise SpecError(
             f"this sweep would plan {total_points:,} points ({len(configs)} runs x "
             f"{len(point_shapes)} points each); the limit is {MAX_POINTS:,}: sweep fewer "
-            "parameter values, TP sizes, prompt lengths or concurrency levels, or split it"
+            "parameter values, TP sizes, prompt lengths, concurrency levels or request rates, or split it"
         )
 
     by_config = {(q.method, canonical_params(q.params), q.tp): q for q in quarantines}
@@ -175,8 +185,8 @@ def plan(spec, catalog, quarantines=()):
             else:
                 run.status = RunStatus.SKIPPED
                 run.reason = quarantine_reason(q)
-        for workload, length, concurrency in point_shapes:
-            point = PlannedPoint(workload, length, concurrency, spec.max_new_tokens)
+        for workload, length, concurrency, rate in point_shapes:
+            point = PlannedPoint(workload, length, concurrency, spec.max_new_tokens, request_rate=rate)
             if run.status == RunStatus.SKIPPED:
                 point.status, point.reason = PointStatus.SKIPPED, run.reason
             elif length is not None:

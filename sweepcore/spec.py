@@ -17,7 +17,13 @@ workloads exist), which the caller builds from the database (``benchmarks.catalo
       - fibonacci
       - long-context: {prompt_tokens: [3000, 8000]}
     max_new_tokens: 256
-    concurrency: [1]
+    concurrency: [1]        # closed loop: this many clients, each sends when its last answer ends
+    request_rate: [0.5, 1]  # or open loop: arrivals per second (Poisson; burstiness: gamma shape
+                            # as in vLLM), at most max_concurrency in flight; not with concurrency
+    duration_s: 60          # optional: send for this long per point instead of requests_per_point
+    slo: {ttft_p99_ms: 2000, tpot_p99_ms: 200}   # optional: goodput and attainment per point
+    search: {max_goodput: {metric: request_rate, low: 0.25, high: 64}}
+                            # optional (needs slo): per run, the highest load meeting the SLO
     requests_per_point: 3
     repeats: 1              # the load sent this many times back to back, pooled in one point
     until_stable: {metric: decode_tok_s, rel_ci: 0.05, min_requests: 5, max_requests: 50}
@@ -35,6 +41,7 @@ from dataclasses import dataclass, field
 
 import yaml
 
+from sweepcore import capacity, slo
 from sweepcore.files import FileProblem, read_text
 from sweepcore.methods import METHOD_PARAMS, METHODS, PARAM_NAMES, config_label
 from sweepcore.metrics import STABLE_METRICS
@@ -92,6 +99,12 @@ FIELDS = (
     "workloads",
     "max_new_tokens",
     "concurrency",
+    "request_rate",
+    "burstiness",
+    "max_concurrency",
+    "duration_s",
+    "slo",
+    "search",
     "requests_per_point",
     "repeats",
     "until_stable",
@@ -105,6 +118,7 @@ DEFAULTS = {
     "tp": [1],
     "max_new_tokens": 256,
     "concurrency": [1],
+    "burstiness": 1.0,
     "requests_per_point": 3,
     "repeats": 1,
     "warmup_requests": 1,
@@ -126,7 +140,13 @@ OPTION_DEFAULTS = {
     "stall_timeout_s": 60,
     # A request that gets no first token for this long has timed out (prefill included).
     "first_token_timeout_s": 600,
+    # Seconds of quiet between two probes of a capacity search (the server drains).
+    "cooldown_s": 2,
 }
+
+#: The open loop's cap on requests in flight when the spec gives no max_concurrency: the
+#: client's sockets are finite; a point that needed more waits, and its send lag says so.
+OPEN_LOOP_MAX_CONCURRENCY = 1024
 
 
 # --- the validated spec ---------------------------------------------------------------
@@ -162,6 +182,27 @@ class Spec:
     options: dict
     repeats: int = 1
     until_stable: dict | None = None  # {metric, rel_ci, min_requests, max_requests}
+    request_rate: tuple | None = None  # open loop: req/s per point; None: closed loop
+    burstiness: float = 1.0
+    max_concurrency: int | None = None  # the open loop's cap; None: OPEN_LOOP_MAX_CONCURRENCY
+    duration_s: float | None = None
+    slo: dict | None = None  # sweepcore.slo: {"ttft_p99_ms": 2000.0, ...}
+    search: dict | None = None  # sweepcore.capacity: {"max_goodput": {metric, low, high, ...}}
+
+    @property
+    def open_loop(self):
+        """The points are open loop: the spec lists rates, or its search picks them."""
+        return self.request_rate is not None or (self.search_spec is not None
+                                                  and self.search_spec.metric == "request_rate")
+
+    @property
+    def in_flight_cap(self):
+        """The open loop's cap on requests in flight (stored as the points' concurrency)."""
+        return self.max_concurrency or OPEN_LOOP_MAX_CONCURRENCY
+
+    @property
+    def search_spec(self):
+        return capacity.parse_search(self.search) if self.search else None
 
     def to_dict(self):
         """The normalised spec in the YAML format, defaults filled in."""
@@ -184,6 +225,12 @@ class Spec:
             "workloads": workloads,
             "max_new_tokens": self.max_new_tokens,
             "concurrency": list(self.concurrency),
+            "request_rate": list(self.request_rate) if self.request_rate is not None else None,
+            "burstiness": self.burstiness,
+            "max_concurrency": self.max_concurrency,
+            "duration_s": self.duration_s,
+            "slo": dict(self.slo) if self.slo else None,
+            "search": _plain_search(self.search),
             "requests_per_point": self.requests_per_point,
             "repeats": self.repeats,
             "until_stable": dict(self.until_stable) if self.until_stable else None,
@@ -193,13 +240,22 @@ class Spec:
         }
         if not data["description"]:
             del data["description"]
-        if data["until_stable"] is None:
-            del data["until_stable"]
+        for key in ("until_stable", "request_rate", "max_concurrency", "duration_s", "slo", "search"):
+            if data[key] is None:
+                del data[key]
+        if self.open_loop or self.search:  # max_concurrency caps an open loop; a search picks its loads
+            del data["concurrency"]
+        if not self.open_loop:
+            del data["burstiness"]
         return data
 
 
 def _plain(value):
     return list(value) if isinstance(value, tuple) else value
+
+
+def _plain_search(search):
+    return {kind: dict(body) for kind, body in search.items()} if search else None
 
 
 class SpecError(Exception):
@@ -339,6 +395,32 @@ class _Checker:
             self.error(path, f"expected {what}, got {describe(value)}")
             return None
         return value
+
+    def positive_number(self, path, value):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0 or value == float("inf"):
+            self.error(path, f"expected a positive number, got {describe(value)}")
+            return None
+        return float(value)
+
+    def number_list(self, path, value, unit):
+        """A non-empty list of distinct positive numbers (``unit`` names them in messages)."""
+        expected = f"expected a list of positive numbers ({unit})"
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            self.error(path, f"{expected}, got {value} (write [{value}])")
+            return None
+        if not isinstance(value, list) or not value:
+            self.error(path, f"{expected}, got {'an empty list' if value == [] else describe(value)}")
+            return None
+        numbers = []
+        for i, v in enumerate(value):
+            number = self.positive_number(f"{path}[{i}]", v)
+            if number is None:
+                return None
+            if number in numbers:
+                self.error(path, f"{v} is listed twice")
+                return None
+            numbers.append(number)
+        return tuple(numbers)
 
     def int_list(self, path, value):
         """A non-empty list of distinct positive integers."""
@@ -580,6 +662,61 @@ def _until_stable(check, value):
     return {"metric": metric, "rel_ci": float(rel_ci), "min_requests": least, "max_requests": most}
 
 
+def _load(check, data, values, until_stable, workloads):
+    """How each point's load arrives and what it must meet: the open loop's rates, burst
+    shape and cap, the time per point, the SLO and the capacity search."""
+    request_rate = burstiness = max_concurrency = duration_s = slo_limits = search = None
+    if data.get("request_rate") is not None:
+        request_rate = check.number_list("request_rate", data["request_rate"], "requests per second")
+        if "concurrency" in data:
+            check.error("concurrency", "give concurrency (a closed loop) or request_rate (an open loop), not both; "
+                                       "the open loop's cap on requests in flight is max_concurrency")
+    burstiness = check.positive_number("burstiness", values["burstiness"])
+    if data.get("max_concurrency") is not None:
+        max_concurrency = check.positive_int("max_concurrency", data["max_concurrency"])
+    if data.get("duration_s") is not None:
+        duration_s = check.positive_number("duration_s", data["duration_s"])
+        if until_stable is not None:
+            check.error("duration_s", "give duration_s or until_stable, not both: each decides when a point stops")
+    if data.get("slo") is not None:
+        problems = slo.slo_errors(data["slo"])
+        for problem in problems:
+            check.errors.append(problem)
+        if not problems:
+            slo_limits = slo.normalise(data["slo"])
+    if data.get("search") is not None:
+        problems = capacity.search_errors(data["search"])
+        check.errors.extend(problems)
+        if not problems:
+            found = capacity.parse_search(data["search"])
+            search = found.to_dict()
+            if "slo" not in data:
+                check.error("search", f"a capacity search looks for the highest load that meets an SLO: "
+                                      f"give slo too, such as {slo.SLO_EXAMPLE}")
+            searched = {"request_rate": "request rates", "concurrency": "concurrency levels"}[found.metric]
+            if found.metric in data:
+                check.error(found.metric, f"the search picks the {searched} (search.max_goodput.metric is "
+                                          f"{found.metric}): remove {found.metric}")
+            other = "concurrency" if found.metric == "request_rate" else "request_rate"
+            if data.get(other) is not None:
+                check.error(other, f"a search over {found.metric} measures only its own probes: remove {other}")
+            shapes = sum(len(w.prompt_tokens or (None,)) for w in workloads)
+            if shapes > 1:
+                check.error("search", f"a capacity search runs on one workload at one prompt length; this spec has "
+                                      f"{shapes} (split it into one sweep per workload)")
+    open_loop = request_rate is not None or (search is not None and found.metric == "request_rate")
+    if open_loop and until_stable is not None:
+        check.error("until_stable", "stops a closed loop once its figure is stable; an open loop sends on its "
+                                    "schedule: give requests_per_point or duration_s")
+    if not open_loop:
+        for key in ("max_concurrency", "burstiness"):
+            if data.get(key) is not None:
+                check.error(key, "applies to an open loop only (request_rate, or a search over it); "
+                                 "a closed loop's load is its concurrency")
+    return {"request_rate": request_rate, "burstiness": burstiness or 1.0, "max_concurrency": max_concurrency,
+            "duration_s": duration_s, "slo": slo_limits, "search": search}
+
+
 def validate(data, catalog):
     """Check plain data (parsed YAML or JSON) against the format and the catalog.
 
@@ -619,6 +756,7 @@ def validate(data, catalog):
     requests_per_point = check.positive_int("requests_per_point", values["requests_per_point"])
     repeats = check.positive_int("repeats", values["repeats"])
     until_stable = _until_stable(check, values["until_stable"]) if values.get("until_stable") is not None else None
+    load = _load(check, data, values, until_stable, workloads)
     warmup_requests = check.positive_int("warmup_requests", values["warmup_requests"], minimum=0)
     exclude = _exclusions(check, values["exclude"])
     options = _options(check, values.get("options", {}))
@@ -651,6 +789,7 @@ def validate(data, catalog):
         options=options,
         repeats=repeats,
         until_stable=until_stable,
+        **load,
     )
 
 

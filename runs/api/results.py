@@ -35,6 +35,9 @@ class RunOut(Schema):
     context_length: int | None
     kv_capacity_tokens: int | None
     argv: list
+    capacity: dict | None = Field(
+        description="the capacity search's answer: {metric, load, goodput, output_tok_s, tok_s_per_gpu, "
+                    "tok_s_per_user, stopped_because, message, probes, point, slo}; null without a search")
     excluded: bool
     exclude_reason: str
     is_baseline: bool
@@ -53,7 +56,8 @@ def run_out(run):
         "tp": run.tp, "attempt": run.attempt, "label": run.config_label, "status": run.status, "reason": run.reason,
         "failure_kind": run.failure_kind, "failure_cause": run.failure_cause, "engine_version": run.engine_version,
         "context_length": run.context_length, "kv_capacity_tokens": run.kv_capacity_tokens,
-        "argv": run.argv if isinstance(run.argv, list) else [], "excluded": run.excluded,
+        "argv": run.argv if isinstance(run.argv, list) else [], "capacity": run.capacity or None,
+        "excluded": run.excluded,
         "exclude_reason": run.exclude_reason, "is_baseline": run.is_baseline, "started_at": run.started_at,
         "finished_at": run.finished_at,
     }
@@ -68,7 +72,7 @@ class RunFilters(Schema):
 
 
 RUN_FIELDS = ("id", "sweep_id", "position", "method", "params", "tp", "attempt", "status", "reason", "failure_kind",
-              "failure_cause", "engine_version", "context_length", "kv_capacity_tokens", "argv", "excluded",
+              "failure_cause", "engine_version", "context_length", "kv_capacity_tokens", "argv", "capacity", "excluded",
               "exclude_reason", "is_baseline", "started_at", "finished_at")
 
 
@@ -117,10 +121,19 @@ class PointBase(Schema):
     workload: str
     prompt_tokens: int | None
     actual_prompt_tokens: int | None
-    concurrency: int
+    concurrency: int = Field(description="a closed loop's clients; an open loop's cap on requests in flight")
+    request_rate: float | None = Field(description="an open loop's requests per second; null: a closed loop")
+    burstiness: float | None = Field(description="an open loop's gamma shape (1: Poisson)")
+    from_search: bool = Field(description="a probe of the run's capacity search")
     max_new_tokens: int
     status: str
     reason: str
+    goodput: float | None = Field(description="requests per second that met every SLO limit; null without an SLO")
+    slo_attainment: float | None = Field(description="share of the requests that met every SLO limit")
+    slo_met: bool | None = Field(description="every SLO limit's percentile (failed requests as misses) within it")
+    slo_checks: dict = Field(description='limit -> {"limit", "observed", "met"}; {} without an SLO')
+    send_based: dict = Field(description="open loop: TTFT and E2EL from the actual send (the metrics count from "
+                                         "the scheduled send); {} for a closed loop")
     excluded: bool
     exclude_reason: str
     is_baseline: bool
@@ -153,7 +166,8 @@ class PointList(Schema):
 
 
 POINT_VALUES = ("id", "run_id", "run__sweep_id", "run__method", "run__params", "run__tp", "workload__name",
-                "prompt_tokens", "actual_prompt_tokens", "concurrency", "max_new_tokens", "status", "reason",
+                "prompt_tokens", "actual_prompt_tokens", "concurrency", "request_rate", "burstiness", "from_search",
+                "max_new_tokens", "status", "reason", "goodput", "slo_attainment", "slo_met", "slo_checks", "send_based",
                 "excluded", "exclude_reason", "is_baseline", "finished_at", "extra", "server_metrics",
                 *(v for v in EVIDENCE_VALUES if v not in POINT_METRICS))
 
@@ -162,9 +176,10 @@ def point_out(row):
     return {
         "id": row["id"], "run": row["run_id"], "sweep": row["run__sweep_id"], "method": row["run__method"],
         "params": row["run__params"], "tp": row["run__tp"], "workload": row["workload__name"],
-        **{k: row[k] for k in ("prompt_tokens", "actual_prompt_tokens", "concurrency", "max_new_tokens", "status",
-                               "reason", "excluded", "exclude_reason", "is_baseline", "finished_at", "extra",
-                               "server_metrics")},
+        **{k: row[k] for k in ("prompt_tokens", "actual_prompt_tokens", "concurrency", "request_rate", "burstiness",
+                               "from_search", "max_new_tokens", "status", "reason", "goodput", "slo_attainment",
+                               "slo_met", "slo_checks", "send_based", "excluded", "exclude_reason", "is_baseline",
+                               "finished_at", "extra", "server_metrics")},
         "metrics": {m: row[m] for m in POINT_METRICS},
         **point_evidence(row),
     }

@@ -40,12 +40,15 @@ def backfill(apps, schema_editor):
     # metrics.FIELDS (the server's medians, 0010) than Point had here.
     columns = {field.name for field in Point._meta.get_fields()}
     converted_fields = [name for name in metrics.TIME_FIELDS | metrics.RATE_FIELDS if name in columns]
+    # Likewise the request columns (a request's send lag, 0012).
+    record_columns = {field.name for field in RequestRecord._meta.get_fields()}
+    record_fields = [name for name in metrics.REQUEST_FIELDS if name in record_columns]
     thresholds = Thresholds.from_mapping(getattr(settings, "SWEEPLAB_VALIDITY", {}))
     points = (Point.objects.exclude(status__in=UNMEASURED).filter(validity="")
               .select_related("run__sweep__engine").order_by("pk"))
     for point in points.iterator(chunk_size=200):
         records = list(RequestRecord.objects.filter(point_id=point.pk).order_by("index")
-                       .values(*metrics.REQUEST_FIELDS))
+                       .values(*record_fields))
         stored = {name: getattr(point, name) for name in COLUMNS}
         intervals = {}
         if records:

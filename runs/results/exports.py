@@ -3,7 +3,9 @@
 The pages, the API and the admin's export action all answer with :func:`export_response`;
 the columns are the catalog's identity of each point, then ``sweepcore.metrics.FIELDS``,
 then its evidence (runs.results.evidence): ``validity``, ``validity_reasons``, ``n``, the
-95 % intervals and ``simulated_time_scale``, ``stop_reason``; last ``server_metrics``, the
+95 % intervals and ``simulated_time_scale``, ``stop_reason``; then the point against the
+sweep's SLO (``goodput``, ``slo_attainment``, ``slo_met``, ``slo_checks``) and an open
+loop's ``send_based`` latencies; last ``server_metrics``, the
 server's own view of the point (``{}`` where it has none). In points.json an interval
 is ``"<m>_ci": [lo, hi] | null``, the reasons a list of ``{"code", "message"}`` and the
 view an object; in points.csv an interval is two columns ``<m>_ci_lo``, ``<m>_ci_hi``, the
@@ -38,13 +40,17 @@ EXPORT_CONFIG_COLUMNS = (
     ("concurrency", "concurrency"),
     ("max_new_tokens", "max_new_tokens"),
     ("request_rate", "request_rate"),
+    ("burstiness", "burstiness"),
+    ("from_search", "from_search"),
     ("status", "status"),
     ("reason", "reason"),
     ("excluded", "excluded"),
 )
 _BASE_COLUMNS = tuple(name for name, _ in EXPORT_CONFIG_COLUMNS) + metrics.FIELDS
-# Last, the server's own view of the point (its /metrics, deltas over the point; {} without).
-_VIEW_COLUMNS = ("server_metrics",)
+# Last, the point against the sweep's SLO (sweepcore.slo; empty without one), an open
+# loop's latencies from the actual send ({} for a closed loop), and the server's own view
+# of the point (its /metrics, deltas over the point; {} without).
+_VIEW_COLUMNS = ("goodput", "slo_attainment", "slo_met", "slo_checks", "send_based", "server_metrics")
 #: points.json's keys; points.csv has the same but each "<m>_ci" as "<m>_ci_lo", "<m>_ci_hi".
 EXPORT_COLUMNS = _BASE_COLUMNS + EVIDENCE_KEYS + _VIEW_COLUMNS
 CSV_COLUMNS = _BASE_COLUMNS + tuple(
@@ -75,7 +81,8 @@ def csv_row(row):
         lo_hi = flat.pop(key)
         flat[f"{key}_lo"], flat[f"{key}_hi"] = lo_hi if lo_hi else (None, None)
     flat["validity_reasons"] = reasons_text(flat["validity_reasons"])
-    flat["server_metrics"] = flat["server_metrics"] or None  # no view: an empty cell, not "{}"
+    for key in ("slo_checks", "send_based", "server_metrics"):
+        flat[key] = flat[key] or None  # nothing to say: an empty cell, not "{}"
     return [_csv_value(flat[c]) for c in CSV_COLUMNS]
 
 
@@ -127,8 +134,9 @@ def export_response(kind, points_filter, name, selection):
 
 
 # The point fields `sweep show --json` and `sweep run --json` print, before the evidence.
-SHOW_POINT_FIELDS = ("prompt_tokens", "concurrency", "status", "reason", "completed", "failed", "output_throughput",
-                     "decode_tok_s", "mean_ttft_ms", "median_tpot_ms", "accept_length")
+SHOW_POINT_FIELDS = ("prompt_tokens", "concurrency", "request_rate", "status", "reason", "completed", "failed",
+                     "output_throughput", "decode_tok_s", "mean_ttft_ms", "median_tpot_ms", "accept_length",
+                     "goodput", "slo_attainment", "slo_met")
 
 
 def sweep_as_dict(sweep):
@@ -149,6 +157,8 @@ def sweep_as_dict(sweep):
                 "status": run.status,
                 "failure_kind": run.failure_kind,
                 "failure_cause": run.failure_cause,
+                # The capacity search's answer (None without a search).
+                "capacity": run.capacity or None,
                 "points": [
                     {"workload": p.workload.name, **{f: getattr(p, f) for f in SHOW_POINT_FIELDS},
                      **point_evidence(p)}

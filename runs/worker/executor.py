@@ -27,7 +27,7 @@ from benchmarks.models import FailureKind, SweepStatus, WorkloadKind
 from runs.lifecycle import refresh_sweep_status
 from runs.models import PointStatus, RunEventKind, RunStatus
 from runs.worker.store import RunStore
-from sweepcore import failures, hostload, loadgen, metrics, prompts, servermetrics, telemetry
+from sweepcore import capacity, failures, hostload, loadgen, metrics, prompts, servermetrics, slo, telemetry
 from sweepcore.engines import ArgvError, LaunchValues, get_adapter
 from sweepcore.kinds import RequestErrorKind
 from sweepcore.server import NotReady, ServerExited, ServerProcess, free_port, kill_leftover, port_in_use
@@ -161,7 +161,25 @@ def engine_python(engine):
 
 def point_label(point):
     length = f" {point.prompt_tokens} tokens" if point.prompt_tokens is not None else ""
-    return f"{point.workload.name}{length} x{point.concurrency}"
+    load = f" x{point.concurrency}" if point.request_rate is None else f" at {point.request_rate:g} req/s"
+    return f"{point.workload.name}{length}{load}"
+
+
+def in_flight(point):
+    """How many of the point's requests the server holds at once, for the KV cap: a
+    closed loop's concurrency; an open loop's requests beyond what fits wait in the
+    server's queue (that is what its load curve measures), so each must fit alone."""
+    return point.concurrency if point.request_rate is None else 1
+
+
+def probe_of(point):
+    """A stored probe point as the capacity search reads it (sweepcore.capacity.Probe)."""
+    load = point.request_rate if point.request_rate is not None else point.concurrency
+    trusted = point.status == PointStatus.OK and point.validity != INVALID
+    return capacity.Probe(
+        load=load, meets_slo=bool(trusted and point.slo_met), goodput=point.goodput,
+        output_throughput=point.output_throughput, server_failed=point.status == PointStatus.CRASHED,
+    )
 
 
 class ServerDied(Exception):
@@ -358,10 +376,13 @@ class RunExecutor:
             self.read_server_facts()
             self.start_telemetry()
             points = self.apply_context_cap(store.pending_points())
-            self.warmup(points)
+            template = self.search_template() if self.spec.get("search") else None
+            self.warmup(points or ([template] if template is not None else []))
             for point in points:
                 self.check_boundary()
                 self.measure(point)
+            if template is not None:
+                self.search_capacity(template)
         except ServerDied as died:
             failure = self.failure_from_log(died)
             store.record_crash(died.point, died.where, failure)
@@ -532,7 +553,7 @@ class RunExecutor:
             fit = prompts.check_point(
                 prompt_tokens=point.prompt_tokens,
                 max_new_tokens=point.max_new_tokens,
-                concurrency=point.concurrency,
+                concurrency=in_flight(point),
                 context_length=self.run.context_length or self.run.sweep.llm.context_length,
                 kv_capacity_tokens=self.run.kv_capacity_tokens,
                 margin=margin,
@@ -563,14 +584,15 @@ class RunExecutor:
         margin = int(self.options.get("context_margin_tokens", 16))
         limit = prompts.max_prompt_tokens(
             self.run.context_length or self.run.sweep.llm.context_length, self.run.kv_capacity_tokens,
-            point.concurrency, point.max_new_tokens, margin,
+            in_flight(point), point.max_new_tokens, margin,
         )
         chosen = prompts.load_sharegpt(workload.dataset_path, tokenizer.count, num_prompts=count, max_prompt_tokens=limit)
         if not chosen:
             raise ValueError(f"{workload.dataset_path}: no conversation fits in {limit} prompt tokens")
         return [c.text for c in chosen], round(sum(c.prompt_tokens for c in chosen) / len(chosen))
 
-    def load_config(self, prompt_texts, max_tokens, concurrency, num_requests):
+    def load_config(self, prompt_texts, max_tokens, concurrency, num_requests, request_rate=None, duration=None):
+        """A load as the server sees it: `request_rate` and `duration` in wall time."""
         adapter = self.adapter
         return loadgen.LoadConfig(
             base_url=self.server.base_url,
@@ -579,7 +601,10 @@ class RunExecutor:
             prompts=prompt_texts,
             max_tokens=max_tokens,
             concurrency=concurrency,
-            num_requests=num_requests,
+            num_requests=None if duration else num_requests,
+            duration=duration,
+            request_rate=request_rate,
+            burstiness=float(self.spec.get("burstiness", 1.0)),
             timeout_first_token=float(self.options.get("first_token_timeout_s", 600)),
             timeout_stall=float(self.options.get("stall_timeout_s", 60)),
             extra_body=adapter.extra_body(max_tokens, self.run.server_info),
@@ -619,6 +644,69 @@ class RunExecutor:
         count = int(until["max_requests"]) if until else int(self.spec.get("requests_per_point", 1))
         return count, repeats, until
 
+    # the capacity search -----------------------------------------------------------------
+
+    def search_template(self):
+        """An unsaved point of the search's workload and length, for the warmup's prompt."""
+        workload = self.spec["workloads"][0]
+        name, lengths = (workload, None) if isinstance(workload, str) else next(iter(workload.items()))
+        length = lengths["prompt_tokens"][0] if lengths else None
+        return self.store.point_template(name, length, int(self.spec.get("max_new_tokens", 256)))
+
+    def search_capacity(self, template):
+        """Probe loads picked by sweepcore.capacity on this one server, each a stored point,
+        until the search is over; store the run's capacity. A resumed run goes on from
+        the probes it stored."""
+        found = capacity.parse_search(self.spec["search"])
+        probes = [probe_of(p) for p in self.store.search_points() if p.status != PointStatus.PLANNED]
+        cooldown = float(self.options.get("cooldown_s", 2))
+        scale = metrics.simulated_time_scale(self.run.server_info)
+        try:
+            while (load := capacity.next_load(found, probes)) is not None:
+                self.check_boundary()
+                point = self.store.probe_point(template, found.metric, load, self.spec)
+                if probes:  # between probes: let the server drain, and start from a cold cache
+                    time.sleep(cooldown * (scale or 1))
+                    note = self.adapter.reset_cache(self.server.base_url)
+                    if note:
+                        self.store.event(RunEventKind.CACHE_RESET, note, point=point.pk)
+                if not self.apply_context_cap([point]):
+                    point.refresh_from_db()
+                    probes.append(capacity.Probe(load=load, meets_slo=False, goodput=None, output_throughput=None))
+                    continue
+                self.measure(point)
+                point.refresh_from_db()
+                probes.append(probe_of(point))
+        except ServerDied:
+            if not any(p.load == load and p.server_failed for p in probes):
+                probes.append(capacity.Probe(load=load, meets_slo=False, goodput=None, output_throughput=None,
+                                             server_failed=True))
+            self.store_capacity(found, probes)
+            raise
+        self.store_capacity(found, probes)
+
+    def store_capacity(self, found, probes):
+        """The run's capacity (Run.capacity) and a timeline event saying it in words."""
+        answer = capacity.conclude(found, probes)
+        best = self.store.search_point_at(found.metric, answer.load) if answer.load is not None else None
+        tp = max(1, self.run.tp)
+        output = best.output_throughput if best is not None else None
+        tpot = best.median_tpot_ms if best is not None else None
+        self.store.set_run(capacity={
+            "metric": found.metric,
+            "load": answer.load,
+            "goodput": best.goodput if best is not None else None,
+            "output_tok_s": output,
+            "tok_s_per_gpu": output / tp if output is not None else None,
+            "tok_s_per_user": 1000.0 / tpot if tpot else None,
+            "stopped_because": str(answer.stopped_because),
+            "message": answer.message,
+            "probes": len(probes),
+            "point": best.pk if best is not None else None,
+            "slo": dict(self.spec.get("slo") or {}),
+        })
+        self.store.event(RunEventKind.CAPACITY, answer.message, stopped_because=str(answer.stopped_because))
+
     def measure(self, point):
         self.probe()
         self.store.event(RunEventKind.POINT_STARTED, point_label(point), point=point.pk)
@@ -636,6 +724,10 @@ class RunExecutor:
             return
         adapter, process = self.adapter, self.server.process
         scale = metrics.simulated_time_scale(self.run.server_info)
+        # The spec's rates and durations are in the model's time; a simulator runs at `scale`.
+        rate = point.request_rate / scale if scale and point.request_rate else point.request_rate
+        duration = self.spec.get("duration_s")
+        duration = duration * scale if scale and duration else duration
         before = self.server_snapshot()
         sampler = servermetrics.GaugeSampler(self.server.base_url, adapter.server_metrics).start() if before else None
         log_start = process.log_size()
@@ -645,7 +737,7 @@ class RunExecutor:
         try:
             for repeat in range(repeats):
                 chunk = texts[repeat * count:(repeat + 1) * count] or texts
-                config = self.load_config(chunk, point.max_new_tokens, point.concurrency, count)
+                config = self.load_config(chunk, point.max_new_tokens, point.concurrency, count, rate, duration)
                 if until:
                     config.keep_going = keep_going_until_stable(until, thresholds.min_duration_s)
                 load = loadgen.run_load_sync(config)
@@ -694,13 +786,15 @@ class RunExecutor:
         )
         if repeats > 1:
             summary["repeats"] = [repeat_figures(load, scale) for load in loads]
+        against = self.spec.get("slo")
+        outcome = slo.evaluate(result.results, result.duration, against, time_scale=scale) if against else None
         stored = metrics.to_model_time(summary, scale) if scale else summary
         evidence = self.evidence(verdict, stored.get("intervals") or {}, scale,
                                  self.stop_reason(count, repeats, until, stops), host)
         if view is not None and scale:
             view = servermetrics.to_model_time(view, scale)
         self.store.store_point(point, status, reason, started, result, stored, prompt_tokens, evidence=evidence,
-                               server_metrics=view)
+                               server_metrics=view, slo_outcome=outcome)
         self.store.event(RunEventKind.POINT_FINISHED, f"{point_label(point)}: {status}, {verdict.validity}",
                          point=point.pk, status=status, validity=verdict.validity)
         if status == PointStatus.CRASHED:

@@ -13,10 +13,11 @@ from django.db import connection, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from benchmarks.models import FailureKind, Host, KnownFailure, Sweep, SweepStatus
+from benchmarks.models import FailureKind, Host, KnownFailure, Sweep, SweepStatus, Workload
 from runs.models import Point, PointStatus, RequestRecord, Run, RunEvent, RunEventKind, RunStatus, TelemetrySample
 from sweepcore import metrics
 from sweepcore.kinds import Validity
+from sweepcore.spec import OPEN_LOOP_MAX_CONCURRENCY
 
 #: What backs a point's numbers, stored beside them by `RunStore.store_point`.
 EVIDENCE_FIELDS = ("validity", "validity_reasons", "intervals", "simulated_time_scale", "stop_reason", "host_load")
@@ -183,12 +184,51 @@ class RunStore:
     # points ------------------------------------------------------------------------------
 
     def pending_points(self):
-        """The points still to measure, in plan order (a resumed run skips stored ones)."""
+        """The planned points still to measure, in plan order (a resumed run skips stored
+        ones; a capacity search's probes are the search's to pick up)."""
         return list(
-            Point.objects.filter(run_id=self.run_id, status=PointStatus.PLANNED)
+            Point.objects.filter(run_id=self.run_id, status=PointStatus.PLANNED, from_search=False)
             .select_related("workload")
             .order_by("position")
         )
+
+    # the capacity search's probes ------------------------------------------------------
+
+    @staticmethod
+    def point_template(workload_name, prompt_tokens, max_new_tokens):
+        """An unsaved point of the search's series: what the warmup's prompt is built for."""
+        return Point(workload=Workload.objects.get(name=workload_name), prompt_tokens=prompt_tokens,
+                     max_new_tokens=max_new_tokens, concurrency=1)
+
+    def search_points(self):
+        return list(Point.objects.filter(run_id=self.run_id, from_search=True).order_by("position"))
+
+    def probe_point(self, template, metric, load, spec):
+        """The point of one probe at `load` (a request rate or a concurrency), created
+        after the run's last point, or the one a previous try left unmeasured."""
+        if metric == "request_rate":
+            shape = {"request_rate": load, "concurrency": spec.get("max_concurrency") or OPEN_LOOP_MAX_CONCURRENCY,
+                     "burstiness": float(spec.get("burstiness", 1.0))}
+        else:
+            shape = {"request_rate": None, "concurrency": int(load), "burstiness": None}
+        with transaction.atomic():
+            last = Point.objects.filter(run_id=self.run_id).order_by("-position").values_list("position", flat=True)
+            point, _ = Point.objects.get_or_create(
+                run_id=self.run_id, workload_id=template.workload_id, prompt_tokens=template.prompt_tokens,
+                concurrency=shape["concurrency"], request_rate=shape["request_rate"],
+                defaults={"position": (last.first() or 0) + 1, "max_new_tokens": template.max_new_tokens,
+                          "burstiness": shape["burstiness"], "from_search": True},
+            )
+        return Point.objects.select_related("workload").get(pk=point.pk)
+
+    def search_point_at(self, metric, load):
+        """The measured probe at `load`, or None."""
+        points = Point.objects.filter(run_id=self.run_id, from_search=True)
+        if metric == "request_rate":
+            points = points.filter(request_rate=load)
+        else:
+            points = points.filter(concurrency=int(load), request_rate__isnull=True)
+        return points.order_by("position").first()
 
     def points_not_run(self, reason):
         Point.objects.filter(run_id=self.run_id, status=PointStatus.PLANNED).update(
@@ -199,17 +239,23 @@ class RunStore:
         Point.objects.filter(pk=point.pk).update(status=PointStatus.SKIPPED, reason=reason)
 
     def store_point(self, point, status, reason, started, result, summary, prompt_tokens=None, evidence=None,
-                    server_metrics=None):
+                    server_metrics=None, slo_outcome=None):
         """Upsert the measured point with its metrics (`summary`: what sweepcore.metrics
         summarized; keys that are no column go to `extra`; its intervals are in
         `evidence`) and replace its request records. `evidence`: the point's verdict and
         what backs it, {validity, validity_reasons, intervals, simulated_time_scale,
         stop_reason, host_load} (see RunExecutor.evidence). `server_metrics`: the server's
-        own view of the point (sweepcore.servermetrics.point_view), None where it has none."""
+        own view of the point (sweepcore.servermetrics.point_view), None where it has none.
+        `slo_outcome`: the point against the sweep's SLO (sweepcore.slo.SLOOutcome), None
+        without one."""
         fields = {"status": status, "reason": reason, "started_at": started, "finished_at": timezone.now(),
                   "actual_prompt_tokens": prompt_tokens,
                   # Always written: a point measured again keeps no view of an earlier attempt.
-                  "server_metrics": jsonable(server_metrics) if server_metrics else {}}
+                  "server_metrics": jsonable(server_metrics) if server_metrics else {},
+                  "goodput": slo_outcome.goodput if slo_outcome else None,
+                  "slo_attainment": slo_outcome.slo_attainment if slo_outcome else None,
+                  "slo_met": slo_outcome.slo_met if slo_outcome else None,
+                  "slo_checks": jsonable(slo_outcome.checks) if slo_outcome else {}}
         for key, value in (evidence or {}).items():
             if key not in EVIDENCE_FIELDS:
                 raise ValueError(f"not a point evidence field: {key!r}")
@@ -220,6 +266,8 @@ class RunStore:
                 continue
             if key in metrics.FIELDS or key == "errors":  # errors: a mapping with a column of its own
                 fields[key] = value
+            elif key == "send_based":  # an open loop's latencies from the send: a mapping, its own column
+                fields[key] = jsonable(value) if value else {}
             else:
                 extra[key] = value
         if extra:
@@ -227,7 +275,7 @@ class RunStore:
         with transaction.atomic():
             Point.objects.update_or_create(
                 run_id=self.run_id, workload_id=point.workload_id, prompt_tokens=point.prompt_tokens,
-                concurrency=point.concurrency, defaults=fields,
+                concurrency=point.concurrency, request_rate=point.request_rate, defaults=fields,
             )
             RequestRecord.objects.filter(point_id=point.pk).delete()
             if result is not None:

@@ -166,6 +166,34 @@ class EngineAdapter:
             return False, f"{self.health_path} answered HTTP {response.status_code}"
         return True, "ok"
 
+    #: (method, path) that empties the server's prefix cache between two probes of a
+    #: capacity search, so each starts cold; None where the engine has no such call.
+    cache_reset = None
+    #: What to tell the operator when that call is not there (HTTP 404).
+    cache_reset_hint = ""
+
+    def reset_cache(self, base_url, timeout=PROBE_TIMEOUT_S):
+        """Empty the server's prefix cache; what was done, in words ("" when the engine
+        has no such call). A refusal is said, not raised: the probe still runs, warm."""
+        if self.cache_reset is None:
+            return ""
+        method, path = self.cache_reset
+        try:
+            response = requests.request(method, base_url + path, timeout=timeout)
+        except requests.RequestException as exc:
+            return f"could not reset the cache ({method} {path}): {exc.__class__.__name__}"
+        if response.status_code != 200:
+            hint = f"; {self.cache_reset_hint}" if response.status_code == 404 and self.cache_reset_hint else ""
+            return (f"could not reset the cache ({method} {path}): HTTP {response.status_code} "
+                    f"{response.text[:200]}{hint}")
+        try:
+            refused = response.json().get("success") is False  # vLLM answers 200 {"success": false}
+        except (ValueError, AttributeError):
+            refused = False
+        if refused:
+            return f"could not reset the cache ({method} {path}): the server said {response.text[:200]}"
+        return f"cache reset ({method} {path})"
+
     # --- what the server says about itself ------------------------------------------
 
     def limits(self, base_url, argv=(), log_text=""):

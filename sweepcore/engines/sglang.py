@@ -19,6 +19,7 @@ from sweepcore.engines.base import EngineAdapter, ServerLimits, get_json
 class SGLangAdapter(EngineAdapter):
     kind = "sglang"
     api = "sglang-generate"
+    cache_reset = ("POST", "/flush_cache")
     ready_log_line = "The server is fired up and ready to roll!"
     server_metrics = servermetrics.SGLANG_METRICS  # served with --enable-metrics only
 

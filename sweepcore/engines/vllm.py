@@ -48,6 +48,9 @@ class VLLMAdapter(EngineAdapter):
     api = "openai-completions"
     server_metrics = servermetrics.VLLM_METRICS
     speculation_from_server_metrics = True
+    # A development route: served only with VLLM_SERVER_DEV_MODE=1 in the engine's environment.
+    cache_reset = ("POST", "/reset_prefix_cache")
+    cache_reset_hint = "vLLM serves it only with VLLM_SERVER_DEV_MODE=1 in the engine's environment"
 
     def extra_body(self, max_tokens, server_info):
         # Every request generates exactly max_tokens, so points are comparable; greedy, as

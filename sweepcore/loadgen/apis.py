@@ -80,6 +80,11 @@ class RequestResult:
     error_kind: str = ""  # a RequestErrorKind, '' on success
     error: str = ""
     spec_verify_ct: int | None = None  # SGLang meta_info under speculative decoding
+    # Open loop only (None in a closed loop): seconds from the request's scheduled arrival
+    # to its send_time -- waiting for the concurrency cap and a late event loop both count.
+    # A request that was never sent (connection refused) has the send_time of its attempt,
+    # so its lag is how late it was attempted.
+    send_lag: float | None = None
 
     @property
     def ok(self) -> bool:

@@ -5,7 +5,10 @@ Closed loop (``request_rate=None``): ``concurrency`` workers, each sends its nex
 when its previous one ends.  Open loop: arrivals at ``request_rate`` req/s with
 gamma-distributed gaps (``burstiness=1`` is Poisson; smaller is burstier, as in ``vllm
 bench serve``), capped at ``concurrency`` in flight (queued arrivals wait; the send time
-is taken when the request is actually sent).  ``num_requests`` or ``duration`` (stop
+is taken when the request is actually sent).  Each open-loop request records its
+``send_lag``, the seconds from its scheduled arrival to its send: the metrics measure
+its latencies from the schedule, so that a server that makes arrivals queue is not
+flattered by the queueing it caused (coordinated omission).  ``num_requests`` or ``duration`` (stop
 issuing after that many seconds) bounds the run; ``warmup`` requests run first, at the
 same concurrency, and are kept apart in ``LoadResult.warmup_results``.
 
@@ -270,13 +273,17 @@ async def _open_loop(sender: _Sender, c: LoadConfig) -> list[RequestResult]:
     sem = asyncio.Semaphore(c.concurrency)
     rng = random.Random(c.seed)
     loop = asyncio.get_running_loop()
-    start = loop.time()
+    # The schedule runs on the loop's clock; send_time is epoch seconds: read both at once
+    # to place each arrival on the epoch.
+    start, start_epoch = loop.time(), time.time()
     end = start + c.duration if c.duration is not None else None
     tasks = []
 
-    async def guarded(i: int) -> None:
+    async def guarded(i: int, due_epoch: float) -> None:
         async with sem:
             r = await sender.one(i)
+        # The two clocks can disagree by microseconds; a send is never early.
+        r.send_lag = max(0.0, r.send_time - due_epoch)
         results.append(r)
         if c.progress is not None:
             c.progress(r)
@@ -291,7 +298,7 @@ async def _open_loop(sender: _Sender, c: LoadConfig) -> list[RequestResult]:
         delay = at - loop.time()
         if delay > 0:
             await asyncio.sleep(delay)
-        tasks.append(asyncio.create_task(guarded(i)))
+        tasks.append(asyncio.create_task(guarded(i, start_epoch + (at - start))))
         i += 1
     await asyncio.gather(*tasks)
     return results

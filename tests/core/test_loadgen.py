@@ -2,6 +2,7 @@
 stub server process)."""
 
 import asyncio
+import itertools
 import json
 
 import pytest
@@ -177,3 +178,47 @@ def test_keep_going_is_refused_for_an_open_loop():
     with pytest.raises(ValueError, match="keep_going needs a closed loop"):
         LoadConfig(base_url="http://127.0.0.1:1", model="m", prompts=["x"], num_requests=5, request_rate=2.0,
                    keep_going=lambda results: True).validate()
+
+
+# --------------------------------------------------------------- open loop: send lag
+
+
+def test_an_open_loop_faster_than_its_concurrency_cap_records_a_growing_send_lag():
+    # About 60 ms per request (the [DONE] comes after four pauses of 15 ms) with one in
+    # flight, against arrivals 10 ms apart (a burstiness of 100: nearly even gaps): each
+    # request waits about 50 ms longer than the one before it for the cap.
+    parts = [completion("a", usage=1), completion("b", usage=2), completion("c", usage=3, finish="length"),
+             final_usage(3), sse(b"[DONE]")]
+    lr = asyncio.run(serve_once(stream_handler(parts, delay=0.015),
+                                {"concurrency": 1, "request_rate": 100.0, "burstiness": 100.0}, n=8))
+    results = sorted(lr.results, key=lambda r: r.index)
+    assert [r.error_kind for r in results] == [""] * 8
+    lags = [r.send_lag for r in results]
+    assert lags[0] < 0.05  # the first arrival finds the cap free
+    assert all(later > earlier for earlier, later in itertools.pairwise(lags)), lags
+    assert lags[-1] > 0.3  # about 7 x 50 ms
+    s = lr.summary()
+    assert s["send_lag_max_ms"] == max(lags) * 1000
+    # From the schedule the wait counts; from the send it does not.
+    assert s["median_ttft_ms"] > 5 * s["send_based"]["median_ttft_ms"]
+    assert s["median_ttft_ms"] > s["send_based"]["median_ttft_ms"] + 100
+    assert s["median_tpot_ms"] < 50  # between tokens the lag changes nothing
+
+
+def test_a_closed_loop_has_no_send_lag():
+    parts = [completion("a", usage=1), completion("b", usage=2, finish="length"), final_usage(2), sse(b"[DONE]")]
+    lr = asyncio.run(serve_once(stream_handler(parts), {"concurrency": 2}, n=4))
+    assert [r.send_lag for r in lr.results] == [None] * 4
+    s = lr.summary()
+    assert (s["send_based"], s["send_lag_median_ms"], s["send_lag_p99_ms"], s["send_lag_max_ms"]) == (None,) * 4
+
+
+def test_an_open_loop_request_that_could_not_connect_has_the_lag_of_its_attempt():
+    # Never sent: its send_time is when it was attempted, so its lag is how late the
+    # attempt was, small when nothing held it back -- never a figure from a zero send_time.
+    cfg = LoadConfig(base_url=f"http://127.0.0.1:{free_port()}", model="m", prompts=["x"], max_tokens=4,
+                     concurrency=1, num_requests=3, request_rate=20.0)
+    lr = run_load_sync(cfg)
+    assert {r.error_kind for r in lr.results} == {"connection_refused"}
+    for r in lr.results:
+        assert r.send_time >= lr.start_time and 0.0 <= r.send_lag < 0.5, (r.send_time, r.send_lag)

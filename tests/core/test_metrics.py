@@ -133,6 +133,15 @@ def test_percentiles_with_few_samples_match_numpy_linear():
     assert pstdev([3.0]) == 0.0
 
 
+def test_percentiles_over_infinite_values_are_infinite_only_where_they_interpolate_towards_one():
+    inf = math.inf
+    assert percentile([1, 2, inf], 50) == 2.0  # rank 1: on a finite value
+    assert percentile([1, 2, inf], 75) == inf  # rank 1.5: half way to +inf
+    assert percentile([inf, inf], 50) == inf  # not nan (0 * inf)
+    assert percentile(list(range(99)) + [inf], 99) == inf  # rank 98.01
+    assert percentile(list(range(100)) + [inf], 99) == 99.0  # rank 99
+
+
 def test_accept_length_from_spec_verify_ct():
     rs = [rec(0, 0.0, [0.1, 0.2], [4, 6], spec=4), rec(1, 0.0, [0.1, 0.2], [2, 4], spec=4),
           rec(2, 0.0, [0.1], [1], kind="timeout_stall", err="stall", spec=9)]
@@ -211,6 +220,96 @@ def test_model_time_divides_times_and_multiplies_rates_by_the_scale():
     assert m["completed"] == s["completed"] and m["event_loop_lag_p99_ms"] == s["event_loop_lag_p99_ms"]
     with pytest.raises(ValueError):
         metrics.to_model_time(s, 0)
+
+
+# --- open loop: latencies from the scheduled send time -----------------------------------
+
+
+@pytest.fixture
+def open_loop():
+    """Stored records of an open loop: each was sent ``send_lag`` seconds after its
+    scheduled arrival."""
+    rows = [
+        # from the send: ttft 100, e2el 130; from the schedule: the same (on time)
+        dict(asdict(rec(0, 100.0, [0.100, 0.130], [1, 1])), send_lag=0.0),
+        # ttft 200, e2el 260, tpot 20; from the schedule 500 and 560
+        dict(asdict(rec(1, 100.9, [0.200, 0.260], [1, 3])), send_lag=0.3),
+        # ttft 100, e2el 120; from the schedule 200 and 220
+        dict(asdict(rec(2, 101.0, [0.100, 0.120], [1, 1])), send_lag=0.1),
+        # failed: in no latency, but its lag counts
+        dict(asdict(rec(3, 101.5, [], [], kind="connection_refused", err="refused")), send_lag=0.5),
+    ]
+    return rows
+
+
+def test_open_loop_ttft_and_e2el_are_measured_from_the_schedule(open_loop):
+    s = summarize(open_loop, 2.0)
+    assert list(s) == list(SUMMARY_FIELDS)
+    # TTFT from the schedule [100, 500, 200]; E2EL [130, 560, 220]
+    assert s["mean_ttft_ms"] == approx(800 / 3)
+    assert s["median_ttft_ms"] == approx(200.0)
+    assert s["std_ttft_ms"] == approx(pstdev([100, 500, 200]))
+    assert s["p90_ttft_ms"] == approx(440.0)  # rank 1.8 of [100, 200, 500]
+    assert s["p99_ttft_ms"] == approx(494.0)
+    assert s["median_e2el_ms"] == approx(220.0)
+    assert s["p99_e2el_ms"] == approx(220 + 0.98 * 340)
+    # From the send, the figures without the wait: TTFT [100, 200, 100], E2EL [130, 260, 120]
+    assert s["send_based"] == {
+        "mean_ttft_ms": approx(400 / 3), "median_ttft_ms": approx(100.0),
+        "std_ttft_ms": approx(pstdev([100, 200, 100])), "p90_ttft_ms": approx(180.0), "p99_ttft_ms": approx(198.0),
+        "mean_e2el_ms": approx(170.0), "median_e2el_ms": approx(130.0),
+        "std_e2el_ms": approx(pstdev([130, 260, 120])), "p90_e2el_ms": approx(234.0), "p99_e2el_ms": approx(257.4),
+    }
+    # The lag over every request, the failed one too: [0, 300, 100, 500]
+    assert s["send_lag_median_ms"] == approx(200.0)
+    assert s["send_lag_p99_ms"] == approx(494.0)  # rank 2.97
+    assert s["send_lag_max_ms"] == approx(500.0)
+    # Between tokens nothing changes.
+    closed = summarize([{k: v for k, v in r.items() if k != "send_lag"} for r in open_loop], 2.0)
+    for field in [f"{st}_{m}_ms" for m in ("tpot", "itl") for st in metrics.STATS] + ["decode_tok_s"]:
+        assert s[field] == closed[field], field
+    assert closed["median_ttft_ms"] == approx(100.0)  # the closed loop's TTFT is from the send
+    assert {k: closed[k] for k in metrics.OPEN_LOOP_FIELDS} == dict.fromkeys(metrics.OPEN_LOOP_FIELDS)
+    # The lags are point columns; the send-based latencies a mapping beside them.
+    assert set(metrics.SEND_LAG_FIELDS) <= set(metrics.FIELDS) and "send_based" not in metrics.FIELDS
+
+
+def test_per_request_latencies_from_the_send_and_from_the_schedule(open_loop):
+    late = open_loop[1]
+    assert metrics.request_ttft(late) == approx(0.2) and metrics.request_e2el(late) == approx(0.26)
+    assert metrics.request_ttft_scheduled(late) == approx(0.5)
+    assert metrics.request_e2el_scheduled(late) == approx(0.56)
+    assert metrics.request_send_lag(late) == approx(0.3)
+    # In a closed loop (no key, or None on a RequestResult) the schedule is the send.
+    closed = rec(0, 100.0, [0.1, 0.13], [1, 1])
+    assert closed.send_lag is None and metrics.request_send_lag(closed) is None
+    assert metrics.request_ttft_scheduled(closed) == approx(0.1)
+    assert metrics.request_e2el_scheduled({"chunk_offsets": [0.1, 0.13]}) == approx(0.13)
+    assert metrics.request_ttft_scheduled(open_loop[3]) is None  # no token
+
+
+def test_samples_for_comparisons_are_the_stored_statistics_own(open_loop):
+    s = summarize(open_loop, 2.0)
+    ttfts = metrics.request_samples("median_ttft_ms", open_loop)
+    assert ttfts == [approx(100.0), approx(500.0), approx(200.0)]
+    assert percentile(ttfts, 50) == approx(s["median_ttft_ms"])
+    e2els = metrics.request_samples("p99_e2el_ms", open_loop)
+    assert e2els == [approx(130.0), approx(560.0), approx(220.0)]
+    assert percentile(e2els, 99) == approx(s["p99_e2el_ms"])
+    assert metrics.request_samples("median_tpot_ms", open_loop) == [approx(30.0), approx(20.0), approx(20.0)]
+
+
+def test_model_time_converts_the_open_loop_figures(open_loop):
+    s = summarize(open_loop, 2.0, event_loop_lag_p99_ms=0.7)
+    m = metrics.to_model_time(s, 0.1)
+    assert m["median_ttft_ms"] == approx(2000.0)
+    assert m["send_lag_median_ms"] == approx(2000.0)
+    assert m["send_lag_p99_ms"] == approx(4940.0) and m["send_lag_max_ms"] == approx(5000.0)
+    assert m["send_based"] == {k: approx(v * 10) for k, v in s["send_based"].items()}
+    assert m["event_loop_lag_p99_ms"] == 0.7  # the client's own lateness stays wall time
+    assert s["send_based"]["median_ttft_ms"] == approx(100.0)  # the wall-time summary is left as it was
+    closed = metrics.to_model_time(summarize(steady(3), 1.0), 0.1)
+    assert closed["send_based"] is None and closed["send_lag_p99_ms"] is None
 
 
 def test_the_server_s_own_medians_are_latencies_in_model_time_without_per_request_samples():

@@ -143,5 +143,5 @@ def test_plan_json_has_the_documented_shape():
         "reason": "",
         "points": ddtree["points"],
     }
-    assert list(ddtree["points"][1]) == ["workload", "prompt_tokens", "concurrency", "status", "reason"]
+    assert list(ddtree["points"][1]) == ["workload", "prompt_tokens", "concurrency", "request_rate", "status", "reason"]
     assert ddtree["points"][0]["prompt_tokens"] is None

@@ -63,7 +63,8 @@ def test_plan_json_prints_the_plan(catalog):
     data = json.loads(out)
     assert data["totals"] == {"runs": 23, "points": 161, "skipped_points": 23}
     assert data["runs"][0]["points"][0] == {
-        "workload": "fibonacci", "prompt_tokens": None, "concurrency": 1, "status": "planned", "reason": "",
+        "workload": "fibonacci", "prompt_tokens": None, "concurrency": 1, "request_rate": None, "status": "planned",
+        "reason": "",
     }
 
 
@@ -83,7 +84,7 @@ def test_invalid_input_exits_2_with_the_message_on_stderr(catalog, tmp_path):
         assert code == 2
         assert out == ""
         assert err.splitlines() == [
-            "concurency: unknown field (did you mean 'concurrency'?); expected one of name, description, host, engine, model, tp, methods, workloads, max_new_tokens, concurrency, requests_per_point, repeats, until_stable, warmup_requests, exclude, options",
+            "concurency: unknown field (did you mean 'concurrency'?); expected one of name, description, host, engine, model, tp, methods, workloads, max_new_tokens, concurrency, request_rate, burstiness, max_concurrency, duration_s, slo, search, requests_per_point, repeats, until_stable, warmup_requests, exclude, options",
             "tp[2]: 16 is more than host 'sim-8x-rtxpro6000' has: 8 GPUs",
         ]
     assert not Sweep.objects.exists()

@@ -72,8 +72,9 @@ ENGINES = [
             "--host", "{host}", "--port", "{port}", "--enforce-eager",
         ],
         "method_args": method_args(EngineKind.VLLM),
-        # 1 GiB of KV cache (46,592 tokens of SmolLM2); no hub: the model is a local folder.
-        "env": {"VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1"},
+        # 1 GiB of KV cache (46,592 tokens of SmolLM2); no hub: the model is a local folder;
+        # dev mode serves POST /reset_prefix_cache, which a capacity search calls between probes.
+        "env": {"VLLM_CPU_KVCACHE_SPACE": "1", "HF_HUB_OFFLINE": "1", "VLLM_SERVER_DEV_MODE": "1"},
         "readiness_timeout_s": 600,
         "description": "vLLM's CPU build (vllm-cpu) in its own Python 3.11 environment, bf16.",
     },

@@ -186,9 +186,12 @@ class Command(BaseCommand):
             label = " ".join([run["method"], *[f"{k}={v}" for k, v in run["params"].items()], f"TP{run['tp']}"])
             cause = f": {run['failure_kind']}: {run['failure_cause']}" if run["failure_kind"] else ""
             self.stdout.write(f"  {label:<36} {run['status']}{cause}")
+            if run["capacity"]:
+                self.stdout.write(f"    capacity: {run['capacity']['message']}")
             for p in run["points"]:
                 length = p["prompt_tokens"] if p["prompt_tokens"] is not None else "-"
-                head = f"    {p['workload']:<14} {length!s:>6} x{p['concurrency']:<3} {p['status']:<16}"
+                load = f"x{p['concurrency']:<3}" if p["request_rate"] is None else f"{p['request_rate']:g}/s"
+                head = f"    {p['workload']:<14} {length!s:>6} {load:<6} {p['status']:<16}"
                 if p["status"] == PointStatus.OK:
                     accept = f"  accept {p['accept_length']:.2f}" if p["accept_length"] else ""
                     decode = f"{p['decode_tok_s']:8.1f}" if p["decode_tok_s"] is not None else f"{'-':>8}"
@@ -200,8 +203,12 @@ class Command(BaseCommand):
                         verdict = f"  {p['validity'].upper()}: " + "; ".join(
                             f"{r['code']}: {r['message']}" for r in p["validity_reasons"])
                     simulated = f"  simulated at {p['simulated_time_scale']:g}x" if p["simulated_time_scale"] else ""
+                    goodput = ""
+                    if p["slo_met"] is not None:
+                        goodput = (f"  SLO {'met' if p['slo_met'] else 'missed'}, goodput {p['goodput']:.2f} req/s "
+                                   f"({p['slo_attainment'] * 100:.0f} %)") if p["goodput"] is not None else ""
                     self.stdout.write(f"{head} {decode} tok/s{spread} n={p['n']}  TTFT {ttft} ms{accept}"
-                                      f"{simulated}{verdict}")
+                                      f"{goodput}{simulated}{verdict}")
                 else:
                     self.stdout.write(f"{head} {p['reason']}")
 
@@ -215,6 +222,13 @@ class Command(BaseCommand):
             f"{spec.name}: {spec.model} with {spec.engine} on {spec.host}: "
             f"{totals['runs']} runs, {totals['points']} points ({totals['skipped_points']} skipped)"
         )
+        if spec.search:
+            found = spec.search_spec
+            limits = ", ".join(f"{key} {value:g}" for key, value in spec.slo.items())
+            self.stdout.write(
+                f"Capacity search in every run: the highest {found.metric} from {found.low:g} to {found.high:g} "
+                f"that meets the SLO ({limits}), each probe a stored point, at most {found.max_probes} probes"
+            )
         width = max([len(r.label) for r in the_plan.runs] + [13])
         self.stdout.write(f"{'#':>4}  {'configuration':<{width}}  {'status':<8}  points planned")
         skips = {}
