@@ -387,7 +387,10 @@ def pareto_chart(sweep, series, shape, chart_id, title):
             ci = interval_of(point["intervals"], "median_tpot_ms")
             if ci and ci[0] > 0:
                 notes.append(f"tok/s per user 95 % CI {_number(1000.0 / ci[1])}–{_number(1000.0 / ci[0])}")
-            if not point["validity"]:
+            # A suspect one's verdict and reasons are the tooltip's own lines (charts.js).
+            if point["validity"] == Validity.VALID:
+                notes.append("verdict: valid")
+            elif not point["validity"]:
                 notes.append("not judged (no verdict stored)")
             item = {"x": significant(per_user), "y": significant(per_gpu), "yMin": None, "yMax": None,
                     **_evidence(point), "config": s.config.label, "load": _load_text(point), "front": False,

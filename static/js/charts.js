@@ -164,18 +164,33 @@
     return lines;
   }
 
-  // A command line cut before each option, so that a tooltip stays narrow.
+  // A command line cut before its options into lines of at most COMMAND_WIDTH characters,
+  // so that a tooltip stays on the chart.
+  const COMMAND_WIDTH = 96;
   function commandLines(line) {
-    return line.split(/ (?=--)/).map(function (part, i) { return (i ? "    " : "  ") + part; });
+    const lines = [];
+    line.split(/ (?=--)/).forEach(function (part) {
+      const last = lines.length - 1;
+      if (last >= 0 && lines[last].length + 1 + part.length <= COMMAND_WIDTH) lines[last] += " " + part;
+      else lines.push((last >= 0 ? "    " : "  ") + part);
+    });
+    return lines;
   }
 
+  // SLO limits as dashed horizontal lines labelled at their start; capacities as dotted
+  // vertical lines, their labels ("capacity <config>" over the load) staggered along them so
+  // that neighbours do not overlap.
+  const VERTICAL_LABEL_AT = ["start", "end", "center"];
   function annotationsOf(chart) {
     const out = {};
+    let vertical = 0;
     (chart.annotations || []).forEach(function (a, i) {
+      const along = a.axis === "x";
       const line = {
         type: "line", borderColor: a.color, borderWidth: 2, borderDash: a.kind === "slo" ? [6, 4] : [2, 3],
-        label: { display: true, content: a.label, position: a.axis === "y" ? "end" : "start", color: a.color,
-          backgroundColor: "rgba(255, 255, 255, 0.85)", font: { size: 11 } },
+        label: { display: true, content: along ? a.label.split(": ") : a.label, color: a.color,
+          backgroundColor: "rgba(255, 255, 255, 0.85)", font: { size: along ? 10 : 11 },
+          position: along ? VERTICAL_LABEL_AT[vertical++ % VERTICAL_LABEL_AT.length] : "start" },
       };
       if (a.axis === "y") { line.yMin = a.value; line.yMax = a.value; } else { line.xMin = a.value; line.xMax = a.value; }
       out[a.kind + "-" + i] = line;

@@ -260,7 +260,7 @@ def test_each_pareto_point_names_its_configuration_load_verdict_and_reproduce_co
     item = next(i for d in chart["datasets"] if d["kind"] == "value" for i in d["data"]
                 if i["config"] == "autoregressive TP1" and i["load"].startswith("4.25 req/s"))
     assert item["load"] == f"4.25 req/s (Poisson), at most {CAP} in flight, a capacity-search probe"
-    assert item["validity"] == "valid" and item["n"] == 40
+    assert item["validity"] == "valid" and item["n"] == 40 and "verdict: valid" in item["notes"]
     assert item["x"] == significant(1000 / (20 + 4.25)) and item["y"] == 4.25 * 256
     # The loadtest line is one manage.py loadtest accepts, for the same load.
     argv = shlex.split(item["reproduce"]["loadtest"])
