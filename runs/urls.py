@@ -16,6 +16,7 @@ urlpatterns = [
     path("sweeps/<int:sweep_id>/resume", sweep_detail.sweep_resume, name="sweep-resume"),
     path("runs/<int:run_id>/drawer.json", sweep_detail.run_drawer, name="run-drawer"),
     path("sweeps/<int:sweep_id>/charts.json", sweep_detail.sweep_charts, name="sweep-charts"),
+    path("sweeps/<int:sweep_id>/load-charts.json", sweep_detail.sweep_load_charts, name="sweep-load-charts"),
     path("sweeps/<int:sweep_id>/points-table.json", sweep_detail.sweep_points_table, name="sweep-points-table"),
     # Partials of the sweep page that htmx swaps in (templates/runs/partials/).
     path("sweeps/<int:sweep_id>/partials/live", sweep_detail.sweep_live_partial, name="sweep-live-partial"),

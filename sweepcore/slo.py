@@ -66,6 +66,18 @@ def _split(key: str) -> tuple[str, int]:
     return latency, int(level[1:])
 
 
+def point_field(key: str) -> str:
+    """The point column that holds a key's percentile, for the charts and tables that draw
+    a limit beside it: ``ttft_p99_ms`` -> ``p99_ttft_ms``, ``tpot_p50_ms`` ->
+    ``median_tpot_ms`` (p50 is the stored median). For ITL the column pools every gap of
+    every request, looser than the per-request check (module docstring). ValueError for a
+    key not in SLO_KEYS."""
+    if key not in SLO_KEYS:
+        raise ValueError(f"not an SLO key: {key!r}")
+    latency, level = _split(key)
+    return f"{'median' if level == 50 else f'p{level}'}_{latency}_ms"
+
+
 def _suggestion(key: Any) -> str | None:
     """The key meant by a misspelt one; the point's own field order (``p99_ttft_ms``)
     is recognised before close spellings."""

@@ -205,6 +205,21 @@ class Configs(list):
 
 def load(sweep_id=None, run_ids=None):
     """The configurations and their points: exactly two queries."""
+    configs = load_configs(sweep_id=sweep_id, run_ids=run_ids)
+    by_run = {config.run_id: config for config in configs}
+    points = (
+        Point.objects.filter(run_id__in=list(by_run), excluded=False)
+        .order_by("position", "id")
+        .values(*POINT_FIELDS)
+    )
+    for point in points if by_run else ():
+        key = (point["workload__name"], point["prompt_tokens"], point["concurrency"])
+        by_run[point["run_id"]].points[key] = point
+    return configs
+
+
+def load_configs(sweep_id=None, run_ids=None):
+    """The configurations, labelled and coloured, without their points: one query."""
     runs = Run.objects.filter(excluded=False)
     if sweep_id is not None:
         runs = runs.filter(sweep_id=sweep_id)
@@ -226,15 +241,6 @@ def load(sweep_id=None, run_ids=None):
         chosen = sorted(rows, key=lambda r: order[r["id"]])
     configs = Configs(Config(row) for row in chosen)
     _disambiguate(configs, chosen)
-    by_run = {config.run_id: config for config in configs}
-    points = (
-        Point.objects.filter(run_id__in=list(by_run), excluded=False)
-        .order_by("position", "id")
-        .values(*POINT_FIELDS)
-    )
-    for point in points if by_run else ():
-        key = (point["workload__name"], point["prompt_tokens"], point["concurrency"])
-        by_run[point["run_id"]].points[key] = point
     _colour(configs)
     return configs
 

@@ -1,6 +1,7 @@
 """The sweep page and what it fetches live: its partials (the live rows and progress, the
 points table, the run drawer) and their JSON twins (progress.json, points-table.json,
-drawer.json), charts.json, launch / cancel / resume, and the sweep's exports."""
+drawer.json), charts.json and load-charts.json, launch / cancel / resume, and the sweep's
+exports."""
 
 from django.contrib import messages
 from django.contrib.auth.decorators import permission_required
@@ -16,9 +17,11 @@ from runs.lifecycle import SweepStateError, cancel_sweep, launch_sweep, resume_s
 from runs.models import PointStatus, Run
 from runs.results import live
 from runs.results import points_table as points_table_lib
+from runs.results.capacity import capacity_table
 from runs.results.charts import UnknownChart
 from runs.results.charts import sweep_charts as build_sweep_charts
 from runs.results.exports import export_response
+from runs.results.load_charts import has_load_curves, load_charts
 from runs.results.points_page import points_page
 from runs.roles import reader_required
 from sweepcore.spec import dump_yaml
@@ -42,6 +45,9 @@ def sweep_detail(request, sweep_id):
         {
             **state,
             "spec_yaml": dump_yaml(sweep.spec),
+            # Configurations ranked by goodput per GPU within the SLO; None without a search.
+            "capacity": capacity_table(sweep.pk, sweep.spec),
+            "load_curves": has_load_curves(sweep.pk),
             # ?valid_only=1: the charts and the points table hide suspect and invalid points
             "valid_only": request.GET.get("valid_only") == "1",
             "chart_height_px": 140 + 24 * len(runs),  # title, axis and legend, then a bar per run
@@ -202,6 +208,14 @@ def sweep_charts(request, sweep_id):
         return JsonResponse(build_sweep_charts(sweep.pk, **chart_choice(request.GET)))
     except UnknownChart as exc:
         return JsonResponse({"error": str(exc)}, status=404)
+
+
+@reader_required
+def sweep_load_charts(request, sweep_id):
+    """The sweep's curves against load and its Pareto view, Chart.js-ready
+    (runs.results.load_charts)."""
+    sweep = get_object_or_404(Sweep.objects.only("pk"), pk=sweep_id)
+    return JsonResponse(load_charts(sweep.pk))
 
 
 @reader_required

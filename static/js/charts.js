@@ -13,10 +13,17 @@
 // point: it becomes a marker ("Invalid", at the axis baseline) with its reasons. With
 // data-valid-only on the root (the page's ?valid_only=1) suspect and invalid values are
 // left out. Tooltips read "34.10 tok/s, 95 % CI 33.20–35.00, n = 12".
+//
+// The drawing is shared (window.sweeplab.renderChart(chart, container, validOnly)) with the
+// load curves and the Pareto view (load_charts.js, runs/results/load_charts.py), whose
+// charts add: "annotations" (SLO limits and capacities: lines of chartjs-plugin-annotation,
+// whose UMD build registers itself; without it, as on the run-selection page, none are drawn),
+// scatter datasets (a suspect point hollow), a "front" dataset (a plain line through the
+// Pareto front), and data items with "notes" (tooltip lines) and "reproduce" (command
+// lines, in the tooltip and, once the point is clicked, in a box under the chart to copy).
 (function () {
   "use strict";
-  const root = document.getElementById("comparison-charts");
-  if (!root || !root.dataset.url || !window.Chart) return;
+  if (!window.Chart) return;
   const text = window.sweeplab.el;
 
   function legendBox(entries) {
@@ -40,7 +47,6 @@
     return m ? m[1] : "";
   }
 
-  const validOnly = root.dataset.validOnly === "true";
   const INVALID_MARKER = { status: "invalid", label: "Invalid", color: "#6b1f7a", pointStyle: "star",
     meaning: "invalid measurement (its reasons in the tooltip): never a bar" };
   const SUSPECT_ENTRY = { status: "suspect", label: "Suspect", color: "#b26a00",
@@ -55,7 +61,7 @@
 
   // Value datasets with their items as objects ({x, y, ...evidence}); invalid items (and,
   // valid-only, suspect ones) taken out as null values; the invalid ones gathered as markers.
-  function prepare(chart) {
+  function prepare(chart, validOnly) {
     const category = chart.x.type === "category";
     const invalid = [];
     const datasets = [];
@@ -63,6 +69,11 @@
       if (d.kind === "marker") {
         if (validOnly && d.status === "invalid") return;
         datasets.push(Object.assign({}, d, { showLine: false, order: -1 })); // above the bars and lines
+        return;
+      }
+      if (d.kind === "front") { // a plain line behind the points it joins
+        datasets.push(Object.assign({}, d, { showLine: true, fill: false, borderWidth: 2, pointRadius: 0,
+          pointHitRadius: 0, order: 1 }));
         return;
       }
       const data = d.data.map(function (item, i) {
@@ -97,6 +108,13 @@
   // values hatched (bars) or hollow on a dashed line (lines).
   function style(d, withIntervals) {
     const colour = d.backgroundColor;
+    if (d.kind === "front") return d;
+    if (d.type === "scatter") { // a suspect point hollow, in the dataset's own point style
+      const out = Object.assign({}, d, { showLine: false, pointRadius: 5, pointHoverRadius: 7, borderWidth: 1.5 });
+      out.pointBackgroundColor = function (ctx) { return isSuspect(ctx) ? "#fff" : colour; };
+      out.plainColor = colour;
+      return out;
+    }
     const line = d.type === "line";
     const out = line ? Object.assign({}, LINE_STYLE, d) : Object.assign({}, d);
     if (withIntervals) {
@@ -135,7 +153,80 @@
       lines.push("suspect: " + (reasonLines(raw.reasons).join("; ") || "no reason stored"));
     }
     if (raw.simulated) lines.push("simulated (model time, ×" + raw.simulated + ")");
+    (raw.notes || []).forEach(function (note) { lines.push(note); });
+    if (raw.reproduce) {
+      lines.push("reproduce (click the point to copy):");
+      commandLines(raw.reproduce.loadtest).concat(commandLines(raw.reproduce.vllm)).forEach(function (l) {
+        lines.push(l);
+      });
+    }
+    if (raw.reproduceNote) lines.push(raw.reproduceNote);
     return lines;
+  }
+
+  // A command line cut before its options into lines of at most COMMAND_WIDTH characters,
+  // so that a tooltip stays on the chart.
+  const COMMAND_WIDTH = 96;
+  function commandLines(line) {
+    const lines = [];
+    line.split(/ (?=--)/).forEach(function (part) {
+      const last = lines.length - 1;
+      if (last >= 0 && lines[last].length + 1 + part.length <= COMMAND_WIDTH) lines[last] += " " + part;
+      else lines.push((last >= 0 ? "    " : "  ") + part);
+    });
+    return lines;
+  }
+
+  // SLO limits as dashed horizontal lines labelled at their start; capacities as dotted
+  // vertical lines, their labels ("capacity <config>" over the load) staggered along them so
+  // that neighbours do not overlap.
+  const VERTICAL_LABEL_AT = ["start", "end", "center"];
+  function annotationsOf(chart) {
+    const out = {};
+    let vertical = 0;
+    (chart.annotations || []).forEach(function (a, i) {
+      const along = a.axis === "x";
+      const line = {
+        type: "line", borderColor: a.color, borderWidth: 2, borderDash: a.kind === "slo" ? [6, 4] : [2, 3],
+        label: { display: true, content: along ? a.label.split(": ") : a.label, color: a.color,
+          backgroundColor: "rgba(255, 255, 255, 0.85)", font: { size: along ? 10 : 11 },
+          position: along ? VERTICAL_LABEL_AT[vertical++ % VERTICAL_LABEL_AT.length] : "start" },
+      };
+      if (a.axis === "y") { line.yMin = a.value; line.yMax = a.value; } else { line.xMin = a.value; line.xMax = a.value; }
+      out[a.kind + "-" + i] = line;
+    });
+    return out;
+  }
+
+  // The box under a chart that shows the clicked point's command lines, to copy.
+  function reproduceBox(container) {
+    const box = text("div", "reproduce");
+    box.hidden = true;
+    container.appendChild(box);
+    return function (raw) {
+      box.textContent = "";
+      box.appendChild(text("p", "", raw.config + ", " + raw.load));
+      [raw.reproduce && raw.reproduce.loadtest, raw.reproduce && raw.reproduce.vllm].forEach(function (line) {
+        if (line) box.appendChild(text("pre", "", line));
+      });
+      if (raw.reproduceNote) box.appendChild(text("p", "muted", raw.reproduceNote));
+      box.hidden = false;
+    };
+  }
+
+  // "request rate: 4.00 req/s" over a numeric x axis; the category's name otherwise.
+  function tooltipTitle(chart) {
+    const name = chart.x.label.replace(/\s*\([^)]*\)\s*$/, "");
+    const unit = unitOf(chart.x.label);
+    return function (items) {
+      return items.length ? name + ": " + window.sweeplab.fmt(items[0].parsed.x, unit) : "";
+    };
+  }
+
+  function tooltipCallbacks(chart) {
+    const callbacks = { label: tooltipLabel(chart) };
+    if (chart.x.type !== "category") callbacks.title = tooltipTitle(chart);
+    return callbacks;
   }
 
   function tooltipLabel(chart) {
@@ -166,16 +257,22 @@
 
   const LINE_STYLE = { borderWidth: 2, pointRadius: 3, fill: false, spanGaps: false };
 
-  function render(chart, container) {
+  function render(chart, container, validOnly) {
+    const reproducible = chart.datasets.some(function (d) {
+      return d.data.some(function (item) { return item && (item.reproduce || item.reproduceNote); });
+    });
+    const holder = reproducible ? text("div", "chart-with-reproduce") : container;
+    if (reproducible) container.appendChild(holder);
     const box = text("div", "chart-box comparison-chart");
     box.dataset.chart = chart.id;
     const canvas = document.createElement("canvas");
     canvas.setAttribute("aria-label", chart.title);
     canvas.setAttribute("role", "img");
     box.appendChild(canvas);
-    container.appendChild(box);
+    holder.appendChild(box);
+    const pin = reproducible ? reproduceBox(holder) : null;
     const category = chart.x.type === "category";
-    const prepared = prepare(chart);
+    const prepared = prepare(chart, validOnly);
     const withIntervals = prepared.some(function (d) { return d.kind !== "marker" && d.data.some(hasInterval); });
     const datasets = prepared.map(function (d) { return d.kind === "marker" ? d : style(d, withIntervals); });
     let type = chart.type;
@@ -204,12 +301,30 @@
         plugins: {
           title: { display: true, text: chart.title },
           legend: { position: "bottom", labels: { usePointStyle: true, boxWidth: 10, generateLabels: legendLabels } },
-          tooltip: { callbacks: { label: tooltipLabel(chart) } },
+          tooltip: {
+            filter: function (item) { return item.dataset.kind !== "front"; },
+            callbacks: tooltipCallbacks(chart),
+          },
+          annotation: { annotations: annotationsOf(chart) },
         },
         scales: scales,
+        onClick: pin ? function (event, elements, instance) {
+          const hit = elements.map(function (e) { return instance.data.datasets[e.datasetIndex].data[e.index]; })
+            .find(function (raw) { return raw && (raw.reproduce || raw.reproduceNote); });
+          if (hit) pin(hit);
+        } : undefined,
       },
     });
   }
+
+  window.sweeplab.renderChart = render;
+  window.sweeplab.chartLegend = legendBox;
+  window.sweeplab.INVALID_MARKER = INVALID_MARKER;
+  window.sweeplab.SUSPECT_ENTRY = SUSPECT_ENTRY;
+
+  const root = document.getElementById("comparison-charts");
+  if (!root || !root.dataset.url) return;
+  const validOnly = root.dataset.validOnly === "true";
 
   function get(param, value) {
     const url = new URL(root.dataset.url, window.location.href);
@@ -227,7 +342,7 @@
       get(param, value)
         .then(function (data) {
           container.textContent = "";
-          data.charts.forEach(function (chart) { render(chart, container); });
+          data.charts.forEach(function (chart) { render(chart, container, validOnly); });
           details.dataset.ready = "true";
         })
         .catch(function (error) {
@@ -276,7 +391,7 @@
         legend.push(SUSPECT_ENTRY);
       }
       root.appendChild(legendBox(legend));
-      data.charts.forEach(function (chart) { render(chart, root); });
+      data.charts.forEach(function (chart) { render(chart, root, validOnly); });
       data.families.forEach(function (family) { root.appendChild(familyBox(family)); });
       root.dataset.ready = "true";
     })

@@ -201,3 +201,12 @@ def test_errors_carry_the_path_they_are_given_and_evaluate_refuses_an_invalid_sl
         "sweep.slo.tpot_p99_ms: expected a positive number of milliseconds, got -1"]
     with pytest.raises(ValueError, match="slo.ttft_p99: unknown key"):
         evaluate([req(0.1)], 1.0, {"ttft_p99": 100})
+
+
+def test_each_key_names_the_point_column_of_its_percentile():
+    assert slo.point_field("ttft_p99_ms") == "p99_ttft_ms"
+    assert slo.point_field("tpot_p50_ms") == "median_tpot_ms"
+    assert slo.point_field("e2el_p90_ms") == "p90_e2el_ms"
+    assert {slo.point_field(key) for key in SLO_KEYS} <= set(metrics.LATENCY_FIELDS)
+    with pytest.raises(ValueError, match="not an SLO key"):
+        slo.point_field("ttft_p95_ms")

@@ -114,6 +114,7 @@ class Command(BaseCommand):
         g = p.add_mutually_exclusive_group(required=True)
         g.add_argument("--prompt-tokens", type=int, help="long-context prompt of exactly P tokens")
         g.add_argument("--workload", choices=prompts.WORKLOADS)
+        g.add_argument("--prompt", help="a fixed prompt, sent as it is (a fixed workload's, e.g. to reproduce a point)")
         p.add_argument("--dataset", help="ShareGPT JSON file (with --workload dataset)")
         p.add_argument("--tokenizer", help="local tokenizer as module:function (text -> count or ids)")
         p.add_argument("--max-tokens", type=int, required=True)
@@ -142,7 +143,7 @@ class Command(BaseCommand):
         counter = None
         if o["tokenizer"]:
             counter = prompts.LocalTokenizer(_import_callable(o["tokenizer"]))
-        workload = o["workload"] or "long-context"
+        workload = o["workload"] or ("fixed" if o["prompt"] is not None else "long-context")
         fallback = None
         note = ""
         try:
@@ -158,6 +159,10 @@ class Command(BaseCommand):
                 prompt_list = [sp.text]
                 fallback = sp.tokens
                 note = f"prompt: {sp.tokens} tokens by {counter.endpoint} in {sp.calls} tokenize calls"
+            elif workload == "fixed":
+                if not o["prompt"].strip():
+                    raise CommandError("--prompt is empty")
+                prompt_list = [o["prompt"]]
             elif workload == "fibonacci":
                 prompt_list = [prompts.FIBONACCI_PROMPT]
             else:
