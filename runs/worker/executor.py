@@ -27,10 +27,27 @@ from benchmarks.models import FailureKind, SweepStatus, WorkloadKind
 from runs.lifecycle import refresh_sweep_status
 from runs.models import PointStatus, RunEventKind, RunStatus
 from runs.worker.store import RunStore
-from sweepcore import capacity, failures, hostload, loadgen, metrics, prompts, servermetrics, slo, telemetry
+from sweepcore import (
+    capacity,
+    failures,
+    hostload,
+    loadgen,
+    metrics,
+    prompts,
+    servermetrics,
+    slo,
+    telemetry,
+)
 from sweepcore.engines import ArgvError, LaunchValues, get_adapter
 from sweepcore.kinds import RequestErrorKind
-from sweepcore.server import NotReady, ServerExited, ServerProcess, free_port, kill_leftover, port_in_use
+from sweepcore.server import (
+    NotReady,
+    ServerExited,
+    ServerProcess,
+    free_port,
+    kill_leftover,
+    port_in_use,
+)
 from sweepcore.validity import INVALID, PointVerdict, Reason, Thresholds, judge
 
 log = logging.getLogger(__name__)
@@ -40,6 +57,8 @@ WARMUP_MAX_TOKENS = 16
 GPU_RELEASE_TIMEOUT_S = 60
 # Launches in all when the port picked is taken before the server binds it.
 PORT_ATTEMPTS = 3
+# Measurements in all of a capacity probe the verdicts call invalid.
+INVALID_PROBE_ATTEMPTS = 2
 
 CONNECTION_ERRORS = {RequestErrorKind.CONNECTION_REFUSED, RequestErrorKind.CONNECTION_LOST_MID_STREAM}
 TIMEOUT_ERRORS = {RequestErrorKind.TIMEOUT_FIRST_TOKEN, RequestErrorKind.TIMEOUT_STALL, RequestErrorKind.TIMEOUT_TOTAL}
@@ -674,8 +693,7 @@ class RunExecutor:
                     point.refresh_from_db()
                     probes.append(capacity.Probe(load=load, meets_slo=False, goodput=None, output_throughput=None))
                     continue
-                self.measure(point)
-                point.refresh_from_db()
+                self.measure_probe(point)
                 probes.append(probe_of(point))
         except ServerDied:
             if not any(p.load == load and p.server_failed for p in probes):
@@ -685,10 +703,28 @@ class RunExecutor:
             raise
         self.store_capacity(found, probes)
 
+    def measure_probe(self, point):
+        """Measure a probe; one the verdicts call invalid (the client or the machine could
+        not keep up) is measured again, up to INVALID_PROBE_ATTEMPTS in all: an untrusted
+        number must not set the capacity, and one that stays untrusted counts as a miss."""
+        for attempt in range(1, INVALID_PROBE_ATTEMPTS + 1):
+            self.measure(point)
+            point.refresh_from_db()
+            if point.status != PointStatus.OK or point.validity != INVALID or attempt == INVALID_PROBE_ATTEMPTS:
+                return
+            why = "; ".join(r["message"] for r in point.validity_reasons)[:300]
+            self.store.event(RunEventKind.RETRY, f"{point_label(point)}: an invalid measurement ({why}); "
+                                                 f"measuring it again", point=point.pk)
+
     def store_capacity(self, found, probes):
         """The run's capacity (Run.capacity) and a timeline event saying it in words."""
         answer = capacity.conclude(found, probes)
         best = self.store.search_point_at(found.metric, answer.load) if answer.load is not None else None
+        untrusted = self.store.invalid_probe_loads(found.metric)
+        message = answer.message
+        if untrusted:
+            message += (f"; the measurement at {', '.join(f'{load:g}' for load in untrusted)} stayed invalid after "
+                        f"{INVALID_PROBE_ATTEMPTS} attempts and counts as a miss")
         tp = max(1, self.run.tp)
         output = best.output_throughput if best is not None else None
         tpot = best.median_tpot_ms if best is not None else None
@@ -700,12 +736,13 @@ class RunExecutor:
             "tok_s_per_gpu": output / tp if output is not None else None,
             "tok_s_per_user": 1000.0 / tpot if tpot else None,
             "stopped_because": str(answer.stopped_because),
-            "message": answer.message,
+            "message": message,
             "probes": len(probes),
+            "invalid_probes": untrusted,
             "point": best.pk if best is not None else None,
             "slo": dict(self.spec.get("slo") or {}),
         })
-        self.store.event(RunEventKind.CAPACITY, answer.message, stopped_because=str(answer.stopped_because))
+        self.store.event(RunEventKind.CAPACITY, message, stopped_because=str(answer.stopped_because))
 
     def measure(self, point):
         self.probe()

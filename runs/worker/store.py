@@ -221,6 +221,13 @@ class RunStore:
             )
         return Point.objects.select_related("workload").get(pk=point.pk)
 
+    def invalid_probe_loads(self, metric):
+        """The loads of the search's measured probes whose verdict is invalid, ascending."""
+        points = Point.objects.filter(run_id=self.run_id, from_search=True, status=PointStatus.OK,
+                                      validity=Validity.INVALID)
+        field = "request_rate" if metric == "request_rate" else "concurrency"
+        return sorted(points.values_list(field, flat=True))
+
     def search_point_at(self, metric, load):
         """The measured probe at `load`, or None."""
         points = Point.objects.filter(run_id=self.run_id, from_search=True)

@@ -73,3 +73,59 @@ def test_a_capacity_search_stores_each_probe_and_the_runs_capacity(engine):
     assert set(shown["capacity"]) >= {"load", "goodput", "output_tok_s", "tok_s_per_gpu", "tok_s_per_user",
                                       "stopped_because"}
     assert {"request_rate", "goodput", "slo_met"} <= set(shown["points"][0])
+
+
+# --- the known answer: simengine's load model (simengine/README.md, "Load model") --------
+
+FLIP_OUTPUT_TOKENS = 64
+TIGHT = {"tpot_p50_ms": 40, "ttft_p50_ms": 3000}
+LOOSE = {"tpot_p50_ms": 60, "ttft_p50_ms": 3000}
+DDTREE15 = {"ddtree": {"budget": [15]}}
+
+
+def known_capacity(method, params, slo):
+    """The largest concurrency whose steady state meets the SLO, from the model simengine
+    sleeps on (simengine.model.max_concurrency_within)."""
+    from simengine import model
+    from simengine.tokenizer import SimTokenizer
+    from sweepcore.prompts import FIBONACCI_PROMPT
+
+    return model.max_concurrency_within(
+        model.load_profile(), method, params, 1, SimTokenizer().count(FIBONACCI_PROMPT), FLIP_OUTPUT_TOKENS, "code",
+        tpot_limit_s=slo["tpot_p50_ms"] / 1000, ttft_limit_s=slo["ttft_p50_ms"] / 1000,
+    )
+
+
+@pytest.fixture
+def steady_engine(catalog):
+    # 0.2 x real time: the client keeps up with 64 streams of 10 ms steps (at 0.1 their
+    # waves split and TPOT reads 5 % high: simengine/README.md).
+    base = Engine.objects.get(name="sglang-sim")
+    return Engine.objects.create(name="sim-steady", kind="simulated", method_args=base.method_args,
+                                 argv_template=[*base.argv_template, "--time-scale", "0.2"], readiness_timeout_s=60)
+
+
+@pytest.mark.slow
+def test_the_search_finds_the_simulators_known_capacity_and_the_ranking_flips_with_the_slo(steady_engine):
+    known = {name: {"autoregressive": known_capacity(None, None, slo), "ddtree": known_capacity("DDTREE", {"budget": 15}, slo)}
+             for name, slo in (("tight", TIGHT), ("loose", LOOSE))}
+    # Speculation wins when each user needs speed; plain decoding serves more users when they
+    # need less, because verifying a tree costs more per request as the batch grows.
+    assert known["tight"]["ddtree"] > known["tight"]["autoregressive"]
+    assert known["loose"]["autoregressive"] > known["loose"]["ddtree"]
+    resolution = 2
+    for name, slo in (("tight", TIGHT), ("loose", LOOSE)):
+        sweep = run_inline(spec(
+            engine=steady_engine.name, methods=["autoregressive", DDTREE15], workloads=["fibonacci"],
+            max_new_tokens=FLIP_OUTPUT_TOKENS, duration_s=15, slo=slo,
+            search={"max_goodput": {"metric": "concurrency", "low": 1, "high": 128, "resolution": resolution}},
+            options={"stall_timeout_s": 30, "cooldown_s": 1},
+        ))
+        found = {run.method: run.capacity for run in Run.objects.filter(sweep=sweep)}
+        for method, capacity in found.items():
+            expected = known[name][method]
+            assert capacity["stopped_because"] == "resolution", (name, method, capacity)
+            # The search stops with the SLO holding at `load` and failing within the resolution above it.
+            assert expected - resolution <= capacity["load"] <= expected + 1, (name, method, expected, capacity)
+        order = sorted(found, key=lambda method: found[method]["load"])
+        assert order == sorted(known[name], key=known[name].get), (name, found)

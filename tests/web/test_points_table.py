@@ -234,8 +234,9 @@ def test_the_sweep_page_uses_a_constant_number_of_queries(catalog, viewer, clien
     client.force_login(viewer)
     url = reverse("sweep-detail", args=[sweep.pk])
     client.get(url)  # warm the session
-    # Session, user, the sweep, its runs, point counts per run and status, two for permissions.
-    with django_assert_num_queries(7):
+    # Session, user, the sweep, its runs, point counts per run and status, two for
+    # permissions, whether it has load curves (open-loop points or search probes).
+    with django_assert_num_queries(8):
         assert client.get(url).status_code == 200
 
 
