@@ -75,6 +75,35 @@ def test_a_capacity_search_stores_each_probe_and_the_runs_capacity(engine):
     assert {"request_rate", "goodput", "slo_met"} <= set(shown["points"][0])
 
 
+
+@pytest.mark.slow
+def test_a_resumed_search_goes_on_from_the_probes_it_stored(engine):
+    from runs.worker.executor import execute_run
+
+    sweep = run_inline(spec(
+        engine=engine.name, workloads=["fibonacci"], requests_per_point=6, slo={"ttft_p99_ms": 3000},
+        search={"max_goodput": {"metric": "request_rate", "low": 0.5, "high": 8}}, options={"cooldown_s": 1},
+    ))
+    run = Run.objects.get(sweep=sweep)
+    probes = list(run.points.order_by("position"))
+    assert len(probes) >= 3 and run.capacity
+    # As if the worker had died while measuring the last probe, before the search ended.
+    kept, lost = probes[:-1], probes[-1]
+    Point.objects.filter(pk=lost.pk).update(status="planned", validity="", finished_at=None)
+    RequestRecord.objects.filter(point=lost).delete()
+    Run.objects.filter(pk=run.pk).update(status="queued", capacity={})
+    sweep.status = "running"
+    sweep.save(update_fields=["status"])
+    execute_run(run.pk, worker_id="test-resumed")
+    run.refresh_from_db()
+    assert run.status == "done" and run.capacity["probes"] >= len(probes)
+    again = {p.pk: p for p in run.points.all()}
+    for point in kept:  # measured once: never again
+        assert again[point.pk].finished_at == point.finished_at
+    assert again[lost.pk].status == "ok" and again[lost.pk].requests.count() == 6
+    loads = [p.request_rate for p in again.values()]
+    assert len(loads) == len(set(loads))
+
 # --- the known answer: simengine's load model (simengine/README.md, "Load model") --------
 
 FLIP_OUTPUT_TOKENS = 64
