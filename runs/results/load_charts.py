@@ -278,10 +278,30 @@ def curve_chart(series, axis, field, runs_in_group, slo, chart_id, title):
             if failure:
                 failures.append((x, s.config.label, *failure))
         datasets.append(s.config.dataset("line", data))
+        if axis == RATE and field.endswith(SEND_BASED_SUFFIXES):
+            datasets.append(_send_based_dataset(s.config, points, field))
     chart = _chart(chart_id, "line", title, AXES[axis][0], metric_label(field), datasets + _markers(failures),
                    x_type="logarithmic")
     chart["annotations"] = _slo_lines(slo, field) + _capacity_lines(series, axis, runs_in_group, group_points)
     return chart
+
+
+# The latencies an open loop counts from the scheduled send, drawn beside the same latency
+# from the actual send: the gap between the two lines is the client's own queue.
+SEND_BASED_SUFFIXES = ("_ttft_ms", "_e2el_ms")
+
+
+def _send_based_dataset(config, points, field):
+    """The configuration's `field` from the actual send (the point's ``send_based``), a
+    dashed line beside its schedule-based one."""
+    data = []
+    for x, point in points:
+        sent = (point["send_based"] or {}).get(field) if point["status"] == PointStatus.OK else None
+        data.append({"x": x, "y": significant(sent) if sent is not None else None, **_evidence(point),
+                     "notes": ["from the actual send: what a client that does not count its own queue reports"]})
+    dataset = config.dataset("line", data)
+    dataset.update(kind="send_based", label=f"{config.label} (from the actual send)", sendBased=True)
+    return dataset
 
 
 def _curve_fields(slo):

@@ -139,6 +139,11 @@
       out.backgroundColor = function (ctx) { return isSuspect(ctx) ? hatch(colour) : colour; };
       out.borderWidth = function (ctx) { return isSuspect(ctx) ? 1.5 : 0; };
     }
+    if (d.sendBased) { // the same latency from the actual send: thin, dashed, triangles
+      out.borderDash = [3, 3];
+      out.borderWidth = 1.5;
+      out.pointStyle = "triangle";
+    }
     out.plainColor = colour; // the legend's swatch
     return out;
   }

@@ -135,8 +135,8 @@ def test_a_capacity_is_drawn_in_the_group_of_its_point_only(catalog):
     charts = charts_of(sweep)
     assert [a["value"] for a in charts[f"load:request_rate:p99_ttft_ms:{GROUP}"]["annotations"]
             if a["kind"] == "capacity"] == [3.0]
-    assert [d["label"] for d in charts["load:request_rate:p99_ttft_ms:long-context 8000"]["datasets"]] == [
-        "autoregressive TP1", "dflash block_size=16 TP1"]
+    assert [d["label"] for d in charts["load:request_rate:p99_ttft_ms:long-context 8000"]["datasets"]
+            if d["kind"] == "value"] == ["autoregressive TP1", "dflash block_size=16 TP1"]
     assert not [a for a in charts["load:request_rate:p99_ttft_ms:long-context 8000"]["annotations"]
                 if a["kind"] == "capacity"]
 
@@ -381,3 +381,15 @@ def test_the_endpoint_is_constant_in_queries(viewer, client, catalog, runs, djan
         response = client.get(url)
     assert response.status_code == 200
     assert len(values(response.json()["charts"][0])) == runs
+
+
+def test_an_open_loops_ttft_is_drawn_from_the_schedule_and_from_the_actual_send(load_sweep):
+    charts = charts_of(load_sweep)
+    ttft = charts[f"load:request_rate:p99_ttft_ms:{GROUP}"]
+    sent = [d for d in ttft["datasets"] if d["kind"] == "send_based"]
+    assert [d["label"] for d in sent][:1] == ["autoregressive TP1 (from the actual send)"]
+    assert {item["y"] for item in sent[0]["data"] if item["y"] is not None} == {90.0}  # send_based["p99_ttft_ms"]
+    assert sent[0]["borderColor"] == next(d for d in ttft["datasets"] if d["label"] == "autoregressive TP1")[
+        "borderColor"]
+    # TPOT does not depend on when the request was sent: one line per configuration.
+    assert not [d for d in charts[f"load:request_rate:p99_tpot_ms:{GROUP}"]["datasets"] if d["kind"] == "send_based"]
