@@ -632,6 +632,12 @@ def _options(check, value):
             parsed = check.positive_int(f"options.{key}", value[key], minimum=minimum)
             if parsed is not None:
                 options[key] = parsed
+    if "cooldown_s" in value:
+        cooldown = value["cooldown_s"]
+        if isinstance(cooldown, bool) or not isinstance(cooldown, (int, float)) or not 0 <= cooldown < float("inf"):
+            check.error("options.cooldown_s", f"expected a number of seconds >= 0, got {describe(cooldown)}")
+        else:
+            options["cooldown_s"] = cooldown
     return options
 
 

@@ -18,6 +18,7 @@ from runs.results.estimate import estimate as estimate_duration
 from runs.results.estimate import load_history, requests_per_point
 from runs.roles import reader_required
 from runs.views.builder_forms import LISTS, SpecForm, add_entry, remove_entry, retry_ticked
+from sweepcore import capacity
 from sweepcore.spec import SpecError, dump_yaml, load_yaml, validate
 
 BUILDER_EXAMPLE = Path(settings.BASE_DIR) / "examples" / "qwen3.6-27b-sm120.yaml"
@@ -63,6 +64,18 @@ def builder_input(post, catalog):
     return _read(post, catalog)[:2]
 
 
+def search_text(search):
+    """What a capacity search will do, for the plan preview (its runs plan no points)."""
+    bound = capacity.search_probes_bound(search)
+    low, high = f"{search.low:g}", f"{search.high:g}"
+    if search.metric == capacity.REQUEST_RATE:
+        over, within = f"request rate {low}–{high} req/s", f"{search.resolution * 100:g} %"
+    else:
+        over, within = f"concurrency {low}–{high}", f"{search.resolution:g}"
+    return (f"capacity search over {over}, up to {bound} probes per run "
+            f"(doubling from {low} while the SLO holds, then bisecting to within {within})")
+
+
 def _quarantine_rule(run):
     return {"method": run.method, **run.params, "tp": run.tp}
 
@@ -106,6 +119,8 @@ def preview(data, text, catalog):
         "warnings": the_plan.warnings,
         "totals": the_plan.totals,
         "estimate": estimate_duration(the_plan, requests_per_point(spec), spec.warmup_requests, history),
+        "search": {"text": search_text(spec.search_spec), "probes_per_run": capacity.search_probes_bound(
+            spec.search_spec)} if spec.search else None,
         "runs": [
             {
                 "label": r.label,

@@ -14,19 +14,44 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from sweepcore.metrics import STABLE_METRICS, metric_label
-from sweepcore.spec import DEFAULTS, FIELDS, METHOD_PARAMS, OPTION_DEFAULTS, UNTIL_STABLE_KEYS, WORKLOAD_SYNTHETIC
+from sweepcore import capacity
+from sweepcore.metrics import LATENCY_NAMES, STABLE_METRICS, metric_label
+from sweepcore.slo import SLO_KEYS
+from sweepcore.spec import (
+    DEFAULTS,
+    FIELDS,
+    METHOD_PARAMS,
+    OPEN_LOOP_MAX_CONCURRENCY,
+    OPTION_DEFAULTS,
+    UNTIL_STABLE_KEYS,
+    WORKLOAD_SYNTHETIC,
+)
 
 OPTION_FIELDS = (
     ("context_margin_tokens", "Context margin (tokens)"),
     ("retries", "Re-launches of a crashed run"),
     ("stall_timeout_s", "Stall timeout (s)"),
     ("first_token_timeout_s", "First-token timeout (s)"),
+    ("cooldown_s", "Cooldown between search probes (s)"),
 )
 RETRY_CHOICES = (("no", "skip them"), ("all", "retry them all"), ("some", "retry the ones ticked in the plan"))
-LISTS = ("methods", "workloads", "exclude")  # the lists the form adds to and removes from
+LISTS = ("methods", "workloads", "exclude", "slo")  # what the form adds to and removes from (slo: a mapping)
 NOT_EDITABLE = "{path} is not in a form the form can edit: edit it in the YAML view."
+CLOSED_LOOP, OPEN_LOOP = "closed", "open"
+LOOP_CHOICES = (
+    (CLOSED_LOOP, "closed loop: clients that each send when their last answer ends"),
+    (OPEN_LOOP, "open loop: requests arrive at a rate, whatever the server does"),
+)
+OPEN_LOOP_KEYS = ("request_rate", "burstiness", "max_concurrency")  # what a closed loop must not have
+SEARCH_CHOICES = (
+    ("", "off: measure the listed loads"),
+    (capacity.REQUEST_RATE, "over request rate (an open loop)"),
+    (capacity.CONCURRENCY, "over concurrency (a closed loop)"),
+)
+# The limits "+ Add limit" offers first: the two the README's example sets, then the rest.
+SLO_ADD_ORDER = ("ttft_p99_ms", "tpot_p99_ms", *SLO_KEYS)
 _INT = re.compile(r"-?\d+")
+_DECIMAL = re.compile(r"-?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?")
 
 
 # --- values as the controls show them, and back -----------------------------------------
@@ -48,6 +73,35 @@ def parse_list(typed):
     """"1, 4, 8" -> [1, 4, 8]; anything that is not a list of integers goes as typed."""
     parts = [p for p in re.split(r"[\s,]+", typed.strip()) if p]
     return [int(p) for p in parts] if all(_INT.fullmatch(p) for p in parts) else typed.strip()
+
+
+def number_text(value):
+    """A number as a number field shows it: 2000.0 -> "2000" (the spec normalises limits and
+    rates to floats; a field left alone writes nothing back, so the data keeps its 2000.0)."""
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return text(value)
+
+
+def numbers_text(value):
+    return ", ".join(number_text(v) for v in value) if isinstance(value, list) else text(value)
+
+
+def parse_real(typed):
+    """"64" -> 64, "0.5" -> 0.5, "" -> None, anything else as typed (the validator names it;
+    "nan" and "inf" too, which float() would take)."""
+    typed = typed.strip()
+    if not typed:
+        return None
+    if _INT.fullmatch(typed):
+        return int(typed)
+    return float(typed) if _DECIMAL.fullmatch(typed) else typed
+
+
+def parse_real_list(typed):
+    """"0.5, 1, 2" -> [0.5, 1, 2]; anything that is not a list of numbers goes as typed."""
+    parts = [p for p in re.split(r"[\s,]+", typed.strip()) if p]
+    return [parse_real(p) for p in parts] if all(_DECIMAL.fullmatch(p) for p in parts) else typed.strip()
 
 
 def parse_number(typed):
@@ -191,10 +245,13 @@ class Row(_ErrorSlot):
 
 @dataclass
 class Group:
-    """Controls side by side (``row``) or one under the other."""
+    """Controls side by side (``row``) or one under the other; with a ``summary``, folded
+    away under it (``open``: unfolded, as when they hold values)."""
 
     controls: list
     row: bool = True
+    summary: str = ""
+    open: bool = False
 
 
 @dataclass
@@ -329,21 +386,233 @@ def _workloads(data, catalog):
                    add_cls="small add-workload")
 
 
+def search_body(data):
+    """The ``search: {max_goodput: {...}}`` body the form edits, or None (no search, or one
+    in a shape the form cannot edit)."""
+    search = data.get("search")
+    if isinstance(search, dict) and list(search) == ["max_goodput"] and isinstance(search["max_goodput"], dict):
+        return search["max_goodput"]
+    return None
+
+
+def search_metric(data):
+    """The load a search varies (request_rate or concurrency), or "" when there is none."""
+    metric = (search_body(data) or {}).get("metric")
+    return metric if metric in capacity.SEARCH_METRICS else ""
+
+
+def loop_kind(data):
+    """Open loop when the spec lists rates (an empty list too: the user is to fill it in) or
+    searches over them; closed loop otherwise."""
+    if data.get("request_rate") is not None or search_metric(data) == capacity.REQUEST_RATE:
+        return OPEN_LOOP
+    return CLOSED_LOOP
+
+
+def switch_loop(data, kind):
+    """Make the data the other kind of loop. The keys of the loop left would make the spec
+    invalid, so they go; an open loop gets an empty list of rates, for the validator to ask
+    for them (no rate is made up)."""
+    if kind == OPEN_LOOP:
+        data.pop("concurrency", None)
+        if data.get("request_rate") is None and not search_metric(data):
+            data["request_rate"] = []
+    else:
+        for key in OPEN_LOOP_KEYS:
+            data.pop(key, None)
+
+
 def _load(data):
+    kind, searched = loop_kind(data), search_metric(data)
+
     def write(key, parse):
-        return lambda d, v: set_key(d, key, parse(v))
+        # A list of the other loop's kind is not written: the loop was switched in the same post.
+        def write_key(d, v):
+            if loop_kind(d) == kind:
+                set_key(d, key, parse(v))
+
+        return write_key
+
+    def write_kind(d, v):
+        if v in (OPEN_LOOP, CLOSED_LOOP):
+            switch_loop(d, v)
 
     def concurrency(v):
         return parse_list(v) if v.strip() else None
 
-    return Section("Load", [Group([
-        Control("f-concurrency", "concurrency", "Concurrency (list)", write("concurrency", concurrency),
-                value=list_text(data.get("concurrency")), placeholder=list_text(DEFAULTS["concurrency"])),
-        *(Control(f"f-{key}", key, label, write(key, parse_number), value=text(data.get(key)),
-                  placeholder=text(DEFAULTS[key]))
-          for key, label in (("max_new_tokens", "Max new tokens"), ("requests_per_point", "Requests per point"),
-                             ("repeats", "Repeats of the load per point"), ("warmup_requests", "Warmup requests"))),
-    ])])
+    def rates(v):
+        if v.strip():
+            return parse_real_list(v)
+        return None if searched else []  # emptied without a search: still an open loop, with no rates yet
+
+    def shown(key, own_kind):
+        # A list the loop (or the search, which picks the loads) does not take is drawn only
+        # while the data has it, for the validator's "remove it" to show at it and the field
+        # to be emptied.
+        return key in data or (not searched and kind == own_kind)
+
+    controls = []
+    if not searched:
+        controls.append(Control("f-loop", "load", "Load", write_kind, value=kind, kind="select",
+                                choices=list(LOOP_CHOICES), rerender=True))
+    if shown("concurrency", CLOSED_LOOP):
+        controls.append(Control("f-concurrency", "concurrency", "Concurrency (list)", write("concurrency", concurrency),
+                                value=list_text(data.get("concurrency")),
+                                placeholder=list_text(DEFAULTS["concurrency"])))
+    if shown("request_rate", OPEN_LOOP):
+        controls.append(Control("f-request_rate", "request_rate", "Request rates (req/s, list)",
+                                write("request_rate", rates), value=numbers_text(data.get("request_rate")),
+                                placeholder="e.g. 0.5, 1, 2, 4", hint="Poisson arrivals at each rate"))
+    if kind == OPEN_LOOP:
+        controls += [
+            Control("f-burstiness", "burstiness", "Burstiness", write("burstiness", parse_real),
+                    value=number_text(data.get("burstiness")), placeholder=number_text(DEFAULTS["burstiness"]),
+                    hint="gamma shape of the gaps: 1 Poisson, below 1 burstier"),
+            Control("f-max_concurrency", "max_concurrency", "Most requests in flight",
+                    write("max_concurrency", parse_number), value=text(data.get("max_concurrency")),
+                    placeholder=str(OPEN_LOOP_MAX_CONCURRENCY)),
+        ]
+    timing = Control("f-duration_s", "duration_s", "Duration per point (s)",
+                     lambda d, v: set_key(d, "duration_s", parse_real(v)), value=number_text(data.get("duration_s")),
+                     hint="optional: send for this long instead of a number of requests")
+    hint = ""
+    if searched:
+        hint = {capacity.REQUEST_RATE: "The capacity search picks the request rates (an open loop).",
+                capacity.CONCURRENCY: "The capacity search picks the concurrency levels (a closed loop)."}[searched]
+    return Section("Load", [
+        Group([*controls, timing]),
+        Group([
+            Control(f"f-{key}", key, label, lambda d, v, key=key: set_key(d, key, parse_number(v)),
+                    value=text(data.get(key)), placeholder=text(DEFAULTS[key]))
+            for key, label in (("max_new_tokens", "Max new tokens"), ("requests_per_point", "Requests per point"),
+                               ("repeats", "Repeats of the load per point"), ("warmup_requests", "Warmup requests"))
+        ]),
+    ], hint=hint)
+
+
+def slo_label(key):
+    """"ttft_p99_ms" -> "p99 TTFT (ms)"; a key the spec does not know as it is."""
+    if key not in SLO_KEYS:
+        return text(key)
+    latency, level, _ = key.split("_")
+    return f"{level} {LATENCY_NAMES[latency]} (ms)"
+
+
+def _slo_row(i, key, limit, taken):
+    path = f"slo.{key}"
+
+    def write_key(d, v):
+        limits = d.get("slo")
+        if list(limits)[i] != key or v in limits:  # a limit another row has is not offered
+            return
+        d["slo"] = {(v if k == key else k): value for k, value in limits.items()}
+
+    def write_limit(d, v):
+        limits = d.get("slo")
+        limits[list(limits)[i]] = parse_real(v)  # by position: the row may be renamed in the same post
+
+    offered = [k for k in SLO_KEYS if k == key or k not in taken]
+    if key not in SLO_KEYS:
+        offered.insert(0, key)  # a key the spec does not know still shows, to be corrected
+    return Row(path, "slo", i, [
+        Control(f"f-slo-{i}", path, f"Limit {i + 1}", write_key, value=text(key), kind="select",
+                choices=[(text(k), slo_label(k)) for k in offered], bare=True, rerender=True),
+        Control(f"f-slo-{i}-ms", path, f"{slo_label(key)}, at most", write_limit, value=number_text(limit),
+                placeholder="e.g. 2000", bare=True),
+    ], cls="slo-row")
+
+
+def _slo(data):
+    limits = {} if data.get("slo") is None else data["slo"]
+    if isinstance(limits, dict):
+        rows = [_slo_row(i, key, limit, limits) for i, (key, limit) in enumerate(limits.items())]
+        more = len(limits) < len(SLO_KEYS)
+    else:
+        rows, more = [Row("slo", "slo", 0, [], note=NOT_EDITABLE.format(path="slo"), editable=False)], False
+    return Section("SLO", rows, path="slo", add="slo" if more else "", add_label="+ Add limit",
+                   hint="Latency limits a request must meet: each point gets its goodput (requests per second "
+                        "that met them all) and the share that did.")
+
+
+def _search(data):
+    search = data.get("search")
+    body = search_body(data)
+    if search is not None and body is None:
+        row = Row("search", "search", 0, [], note=NOT_EDITABLE.format(path="search"), editable=False)
+        return Section("Capacity search", [row], path="search")
+    body = body or {}
+    metric = search_metric(data)
+    path = "search.max_goodput"
+
+    def write_metric(d, v):
+        if not v:
+            d.pop("search", None)
+            if metric == capacity.REQUEST_RATE:
+                switch_loop(d, OPEN_LOOP)  # the loads it picked were rates: the open loop stays
+            return
+        current = search_body(d) or {}
+        d["search"] = {"max_goodput": _search_ordered({**current, "metric": v})}
+        # The search picks the loads: the lists go, and with them the other loop's keys.
+        d.pop("concurrency", None)
+        d.pop("request_rate", None)
+        if v == capacity.CONCURRENCY:
+            switch_loop(d, CLOSED_LOOP)
+
+    def write(key, parse):
+        def write_key(d, v):
+            current = search_body(d)
+            if current is None:
+                return  # turned off in the same post: its numbers are not written
+            current[key] = parse(v)
+            if current[key] is None:
+                del current[key]
+            d["search"] = {"max_goodput": _search_ordered(current)}
+
+        return write_key
+
+    controls = [Control("f-search-metric", f"{path}.metric", "Search the highest load that meets the SLO",
+                        write_metric, value=text(body.get("metric", "")), kind="select",
+                        choices=_search_choices(body.get("metric")), rerender=True)]
+    blocks = [Group(controls)]
+    if body:  # its numbers are drawn with a metric the validator refuses too, for their own errors
+        rates = metric != capacity.CONCURRENCY
+        unit = " (req/s)" if rates else ""
+        blocks.append(Group([
+            Control("f-search-low", f"{path}.low", f"Lowest {'rate' if rates else 'concurrency'}{unit}",
+                    write("low", parse_real), value=number_text(body.get("low")), placeholder="0.25" if rates else "1"),
+            Control("f-search-high", f"{path}.high", f"Highest {'rate' if rates else 'concurrency'}{unit}",
+                    write("high", parse_real), value=number_text(body.get("high")), placeholder="64" if rates else "128"),
+            Control("f-search-resolution", f"{path}.resolution",
+                    "Resolution (relative: 0.1 for 10 %)" if rates else "Resolution (requests)",
+                    write("resolution", parse_real), value=number_text(body.get("resolution")),
+                    placeholder=number_text(capacity.DEFAULT_RESOLUTION[capacity.REQUEST_RATE if rates
+                                                                         else capacity.CONCURRENCY])),
+        ]))
+        advanced = [
+            Control("f-search-saturation", f"{path}.saturation", "Saturated below this throughput growth",
+                    write("saturation", parse_real), value=number_text(body.get("saturation")),
+                    placeholder=number_text(capacity.DEFAULT_SATURATION),
+                    hint="relative, for a doubled load (0.05 for 5 %)"),
+            Control("f-search-max_probes", f"{path}.max_probes", "Most probes per run",
+                    write("max_probes", parse_number), value=text(body.get("max_probes")),
+                    placeholder=str(capacity.DEFAULT_MAX_PROBES)),
+        ]
+        blocks.append(Group(advanced, summary="Advanced", open=any(c.value for c in advanced)))
+    return Section("Capacity search", blocks, path="search",
+                   hint="Per run, from the lowest load: double it while the SLO holds, then bisect to the "
+                        "resolution. Needs an SLO and one workload at one prompt length.")
+
+
+def _search_choices(metric):
+    choices = list(SEARCH_CHOICES)
+    if metric not in (None, *capacity.SEARCH_METRICS):
+        choices.insert(1, (text(metric), text(metric)))  # shown to be corrected
+    return choices
+
+
+def _search_ordered(body):
+    return {k: body[k] for k in capacity.SEARCH_KEYS if k in body} | {
+        k: v for k, v in body.items() if k not in capacity.SEARCH_KEYS}
 
 
 def parse_fraction(typed):
@@ -425,13 +694,14 @@ def _options(data):
             set_option(d, "retry_quarantined", None)
 
     def write(key):
-        return lambda d, v: set_option(d, key, parse_number(v))
+        parse = parse_real if key == "cooldown_s" else parse_number  # a cooldown may be a fraction of a second
+        return lambda d, v: set_option(d, key, parse(v))
 
     retry_value = "all" if retry is True else "some" if isinstance(retry, list) and retry else "no"
     return Section("Options", [Group([
         Control("f-retry_quarantined", "options.retry_quarantined", "Quarantined configurations", write_retry,
                 value=retry_value, kind="select", choices=list(RETRY_CHOICES)),
-        *(Control(f"f-option-{key}", f"options.{key}", label, write(key), value=text(options.get(key)),
+        *(Control(f"f-option-{key}", f"options.{key}", label, write(key), value=number_text(options.get(key)),
                   placeholder=text(OPTION_DEFAULTS[key]))
           for key, label in OPTION_FIELDS),
     ])], path="options")
@@ -444,8 +714,8 @@ class SpecForm:
         self.data = data
         self.catalog = catalog
         self.sections = [
-            _basics(data, catalog), _methods(data, catalog), _workloads(data, catalog), _load(data),
-            _until_stable(data), _exclusions(data), _options(data),
+            _basics(data, catalog), _methods(data, catalog), _workloads(data, catalog), _load(data), _slo(data),
+            _search(data), _until_stable(data), _exclusions(data), _options(data),
         ]
 
     def controls(self):
@@ -504,12 +774,28 @@ def add_entry(data, key, catalog):
         items.append(method_item(offered[0] if offered else "autoregressive", {}))
     elif key == "workloads":
         items.append(next(iter(catalog.workloads), ""))
+    elif key == "slo":
+        add_limit(data)
+        return
     else:
         items.append({})
     data[key] = items
 
 
+def add_limit(data):
+    """``+ Add limit``: the first latency the SLO does not limit yet, with no number: the
+    validator asks for one at its field."""
+    limits = data.get("slo") if isinstance(data.get("slo"), dict) else {}
+    key = next((k for k in SLO_ADD_ORDER if k not in limits), None)
+    if key is not None:
+        data["slo"] = {**limits, key: None}
+
+
 def remove_entry(data, key, index):
+    if key == "slo":
+        limits = data.get("slo") if isinstance(data.get("slo"), dict) else {}
+        set_key(data, "slo", {k: v for i, (k, v) in enumerate(limits.items()) if i != index} or None)
+        return
     items = list(entries(data, key))
     if 0 <= index < len(items):
         del items[index]

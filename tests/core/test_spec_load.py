@@ -130,3 +130,11 @@ def test_a_search_runs_on_one_workload_at_one_length():
 def test_a_search_mistake_is_reported_under_search():
     errors = errors_of("slo: {ttft_p99_ms: 2000}", "search: {max_goodput: {metric: request_rate, low: 0, high: 64}}")
     assert errors and all(e.startswith("search") for e in errors)
+
+
+def test_the_cooldown_between_probes_is_a_number_of_seconds():
+    assert spec_of("options: {cooldown_s: 0.5}").options["cooldown_s"] == 0.5
+    assert spec_of("options: {cooldown_s: 0}").options["cooldown_s"] == 0
+    for bad in ("-1", "'2s'", "true", ".nan"):
+        assert "options.cooldown_s: expected a number of seconds >= 0, got" in errors_of(
+            f"options: {{cooldown_s: {bad}}}")[0]

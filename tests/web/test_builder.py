@@ -233,3 +233,17 @@ def test_it_previews_a_plan_in_the_same_queries_whatever_its_size(operator, cata
             answer = preview_of(client, spec)
         assert answer["valid"] and answer["totals"]["runs"] == runs
     assert (answer["estimate"] is not None) == with_history
+
+
+def test_the_preview_of_a_search_says_what_each_run_will_search(operator, catalog, client):
+    client.force_login(operator)
+    search = {**SMALL, "methods": ["autoregressive"], "workloads": ["fibonacci"], "slo": {"ttft_p99_ms": 2000},
+              "search": {"max_goodput": {"metric": "request_rate", "low": 0.25, "high": 64}}}
+    answer = preview_of(client, search)
+    assert answer["valid"] and answer["totals"]["points"] == 0 and answer["runs"][0]["points"] == 0
+    assert answer["search"] == {
+        "text": "capacity search over request rate 0.25–64 req/s, up to 12 probes per run (doubling from 0.25 "
+                "while the SLO holds, then bisecting to within 10 %)",
+        "probes_per_run": 12,
+    }
+    assert preview_of(client, SMALL)["search"] is None

@@ -11,6 +11,7 @@ from django.test import Client
 from django.urls import reverse
 
 from benchmarks.models import Sweep
+from sweepcore import capacity
 from sweepcore.spec import load_yaml
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "qwen3.6-27b-sm120.yaml"
@@ -265,3 +266,215 @@ def test_an_ngram_lookup_window_left_empty_takes_the_methods_defaults(operator, 
                                              "f-method-1-prompt_lookup_max": "", "f-method-1-prompt_lookup_min": ""}))
     assert "<h2>3 runs, 3 points (0 skipped)</h2>" in answer, answer[:2000]
     assert "ngram num_speculative_tokens=4 prompt_lookup_max=4 prompt_lookup_min=2 TP1" in answer
+
+
+# --- the load, the SLO and the capacity search ------------------------------------------
+
+ONE_SHAPE = {"name": "load", "host": "sim-8x-rtxpro6000", "engine": "sglang-sim", "model": "Qwen/Qwen3.6-27B",
+             "tp": [1], "methods": ["autoregressive"], "workloads": ["fibonacci"]}
+OPEN = {**ONE_SHAPE, "request_rate": [0.5, 1, 2.5], "burstiness": 0.5, "max_concurrency": 32, "duration_s": 30,
+        "slo": {"ttft_p99_ms": 2000, "tpot_p99_ms": 200}, "options": {"cooldown_s": 0.5}}
+SEARCH = {**ONE_SHAPE, "slo": {"ttft_p99_ms": 2000, "tpot_p99_ms": 200},
+          "search": {"max_goodput": {"metric": "request_rate", "low": 0.25, "high": 64}}}
+
+
+def data_of(client, values):
+    """The JSON preview of the builder's values: the spec data they make, and its errors."""
+    return client.post(reverse("sweep-plan-preview"), values).json()
+
+
+def selected(html, control_id):
+    m = re.search(rf'<select id="{control_id}".*?<option value="([^"]*)" selected>', html, re.DOTALL)
+    return m and m.group(1)
+
+
+def test_an_open_loop_and_its_slo_are_drawn_from_the_spec(operator, client):
+    html = builder_from(client, OPEN)
+    assert selected(html, "f-loop") == "open" and 'id="f-concurrency"' not in html
+    assert 'id="f-request_rate" name="f-request_rate" value="0.5, 1, 2.5"' in html
+    assert 'id="f-burstiness" name="f-burstiness" value="0.5"' in html
+    assert 'id="f-max_concurrency" name="f-max_concurrency" value="32"' in html
+    assert 'id="f-duration_s" name="f-duration_s" value="30"' in html
+    assert 'id="f-option-cooldown_s" name="f-option-cooldown_s" value="0.5"' in html
+    # One row per limit: the latency and percentile as a choice, the milliseconds as a number.
+    assert selected(html, "f-slo-0") == "ttft_p99_ms" and selected(html, "f-slo-1") == "tpot_p99_ms"
+    assert '<option value="ttft_p99_ms" selected>p99 TTFT (ms)</option>' in html
+    assert 'id="f-slo-0-ms" name="f-slo-0-ms" value="2000"' in html and 'value="200"' in html
+    # A latency another row limits is not offered again.
+    row_1 = html.split('id="f-slo-1"')[1].split("</select>")[0]
+    assert "ttft_p99_ms" not in row_1 and "e2el_p90_ms" in row_1
+    assert selected(html, "f-search-metric") == "" and 'id="f-search-low"' not in html
+    assert "<h2>1 runs, 3 points (0 skipped)</h2>" in html
+
+
+def test_a_closed_loop_is_drawn_without_the_open_loops_fields(operator, client):
+    html = builder(client)
+    assert selected(html, "f-loop") == "closed" and 'id="f-concurrency" name="f-concurrency" value="1"' in html
+    assert not any(f'id="f-{key}"' in html for key in ("request_rate", "burstiness", "max_concurrency"))
+    assert '<legend>SLO</legend>' in html and 'id="f-slo-0"' not in html and "+ Add limit" in html
+
+
+def test_load_and_slo_edits_write_the_data(operator, client):
+    html = builder_from(client, OPEN)
+    data = data_of(client, posted(html, **{
+        "f-request_rate": "1, 2", "f-burstiness": "", "f-max_concurrency": "64", "f-duration_s": "12.5",
+        "f-slo-0": "e2el_p90_ms", "f-slo-0-ms": "9000", "f-slo-1-ms": "150.5", "f-option-cooldown_s": "1"}))
+    assert data["valid"], data["errors"]
+    unchanged = {k: v for k, v in OPEN.items() if k != "burstiness"}  # emptied: the default
+    assert data["data"] == {**unchanged, "request_rate": [1, 2], "max_concurrency": 64, "duration_s": 12.5,
+                            "slo": {"e2el_p90_ms": 9000, "tpot_p99_ms": 150.5}, "options": {"cooldown_s": 1}}
+    # Fields left alone write nothing: the spec's own 2000.0 stays a float where it was one.
+    normalised = {**OPEN, "slo": {"ttft_p99_ms": 2000.0, "tpot_p99_ms": 200.0}}
+    drawn = builder_from(client, normalised)
+    assert 'id="f-slo-0-ms" name="f-slo-0-ms" value="2000"' in drawn
+    assert data_of(client, posted(drawn))["data"] == normalised
+
+
+def test_bad_load_and_slo_values_come_back_at_their_fields(operator, client):
+    html = builder_from(client, OPEN)
+    answer = preview(client, posted(html, **{
+        "f-request_rate": "1, x", "f-burstiness": "0", "f-max_concurrency": "1.5", "f-duration_s": "nan",
+        "f-slo-1-ms": "0", "f-option-cooldown_s": "-1"}))
+    assert "expected a list of positive numbers (requests per second), got &#x27;1, x&#x27;" in slot(
+        answer, "fe-request_rate")
+    assert "expected a positive number, got 0" in slot(answer, "fe-burstiness")
+    assert "expected a positive integer, got &#x27;1.5&#x27;" in slot(answer, "fe-max_concurrency")
+    assert "expected a positive number, got &#x27;nan&#x27;" in slot(answer, "fe-duration_s")
+    assert "expected a positive number of milliseconds, got 0" in slot(answer, "fe-slo-tpot_p99_ms")
+    assert "expected a number of seconds &gt;= 0, got -1" in slot(answer, "fe-options-cooldown_s")
+    assert re.search(r'<ul class="errors" id="spec-errors" hx-swap-oob="true">\s*</ul>', answer)
+
+
+def test_switching_loops_leaves_no_key_of_the_other_loop(operator, client):
+    html = builder_from(client, {**ONE_SHAPE, "concurrency": [1, 4]})
+    opened = edit(client, posted(html, **{"f-loop": "open"}))
+    data = json.loads(posted(opened)["spec_json"][0])
+    assert "concurrency" not in data and data["request_rate"] == []
+    # No rate is made up: the empty list is for the user to fill, and the validator asks for it.
+    assert 'id="f-request_rate" name="f-request_rate" value=""' in opened and 'id="f-concurrency"' not in opened
+    assert "expected a list of positive numbers (requests per second), got an empty list" in slot(
+        opened, "fe-request_rate")
+    typed = posted(opened, **{"f-request_rate": "2, 4", "f-burstiness": "0.8", "f-max_concurrency": "16"})
+    assert data_of(client, typed)["valid"]
+    # Emptied again, the field keeps the open loop (and says what it needs).
+    assert data_of(client, posted(opened, **{"f-request_rate": ""}))["data"]["request_rate"] == []
+    closed = edit(client, {**typed, "f-loop": ["closed"]})
+    data = json.loads(posted(closed)["spec_json"][0])
+    assert not set(data) & {"request_rate", "burstiness", "max_concurrency"} and "concurrency" not in data
+    assert 'id="f-concurrency" name="f-concurrency" value=""' in closed and "<h2>1 runs, 1 points" in closed
+
+
+def test_a_switch_keeps_what_belongs_to_neither_loop(operator, client):
+    # until_stable stops a closed loop only: switching does not drop it, the validator says so at it.
+    html = builder(client)
+    opened = edit(client, posted(html, **{"f-loop": "open"}))
+    assert 'id="f-until_stable-max_requests" name="f-until_stable-max_requests" value="40"' in opened
+    answer = preview(client, posted(opened, **{"f-request_rate": "1, 2"}))
+    assert "stops a closed loop once its figure is stable" in slot(answer, "fe-until_stable")
+
+
+def test_the_slo_limits_are_added_and_removed(operator, client):
+    html = builder_from(client, ONE_SHAPE)
+    html = edit(client, posted(html, op="add", list="slo"))
+    assert selected(html, "f-slo-0") == "ttft_p99_ms" and 'id="f-slo-0-ms" name="f-slo-0-ms" value=""' in html
+    assert "expected a positive number of milliseconds, got nothing" in slot(html, "fe-slo-ttft_p99_ms")
+    html = edit(client, posted(html, op="add", list="slo", **{"f-slo-0-ms": "1500"}))
+    assert selected(html, "f-slo-1") == "tpot_p99_ms" and 'id="f-slo-0-ms" name="f-slo-0-ms" value="1500"' in html
+    # Renamed and given its number in one post: the number goes with the row.
+    html = edit(client, posted(html, **{"f-slo-1": "itl_p90_ms", "f-slo-1-ms": "80"}))
+    assert json.loads(posted(html)["spec_json"][0])["slo"] == {"ttft_p99_ms": 1500, "itl_p90_ms": 80}
+    html = edit(client, posted(html, op="remove", list="slo", index="0"))
+    assert json.loads(posted(html)["spec_json"][0])["slo"] == {"itl_p90_ms": 80}
+    html = edit(client, posted(html, op="remove", list="slo", index="0"))
+    assert "slo" not in json.loads(posted(html)["spec_json"][0])
+    # A key the spec does not know still shows, with the validator's guess at it.
+    odd = builder_from(client, {**ONE_SHAPE, "slo": {"p99_ttft_ms": 2000}})
+    assert selected(odd, "f-slo-0") == "p99_ttft_ms"
+    assert "did you mean &#x27;ttft_p99_ms&#x27;?" in slot(odd, "fe-slo-p99_ttft_ms")
+
+
+def test_a_search_is_drawn_from_the_spec_and_the_preview_says_what_each_run_does(operator, client):
+    html = builder_from(client, SEARCH)
+    assert selected(html, "f-search-metric") == "request_rate" and 'id="f-loop"' not in html
+    assert 'id="f-search-low" name="f-search-low" value="0.25"' in html
+    assert 'id="f-search-high" name="f-search-high" value="64"' in html
+    assert re.search(r'id="f-search-resolution" name="f-search-resolution" value="" placeholder="0.1"', html)
+    # The loads are the search's: no list, the open loop's own fields still there.
+    assert "The capacity search picks the request rates" in html and 'id="f-request_rate"' not in html
+    assert 'id="f-burstiness"' in html and 'id="f-concurrency"' not in html
+    # saturation and max_probes are folded away while they hold nothing.
+    assert '<details class="advanced"><summary>Advanced</summary>' in html and 'id="f-search-max_probes"' in html
+    assert "<h2>1 runs, each a capacity search</h2>" in html and "0 points" not in html
+    assert ("Capacity search over request rate 0.25–64 req/s, up to 12 probes per run (doubling from 0.25 while "
+            "the SLO holds, then bisecting to within 10 %).") in html
+    assert '<td class="num">up to 12</td>' in html
+    fewer = preview(client, posted(html, **{"f-search-max_probes": "5", "f-search-resolution": "0.2"}))
+    assert "up to 5 probes per run" in fewer and "within 20 %" in fewer
+    over_concurrency = builder_from(client, {**SEARCH, "search": {"max_goodput": {
+        "metric": "concurrency", "low": 1, "high": 128, "resolution": 2, "max_probes": 30}}})
+    assert '<details class="advanced" open>' in over_concurrency
+    bound = capacity.search_probes_bound(capacity.SearchSpec("concurrency", 1, 128, 2, max_probes=30))
+    assert f"Capacity search over concurrency 1–128, up to {bound} probes per run" in over_concurrency
+    assert "then bisecting to within 2)" in over_concurrency
+
+
+def test_turning_a_search_on_and_off(operator, client):
+    html = builder_from(client, {**OPEN, "duration_s": 30})
+    on = edit(client, posted(html, **{"f-search-metric": "request_rate", "f-burstiness": "0.7"}))
+    data = json.loads(posted(on)["spec_json"][0])
+    # The search picks the rates: the list goes; the open loop's burstiness typed meanwhile stays.
+    assert "request_rate" not in data and data["burstiness"] == 0.7 and data["max_concurrency"] == 32
+    assert data["search"] == {"max_goodput": {"metric": "request_rate"}}
+    assert "required (as in {metric: request_rate, low: 0.25, high: 64})" in slot(on, "fe-search-max_goodput-low")
+    filled = posted(on, **{"f-search-low": "0.5", "f-search-high": "32"})
+    assert data_of(client, filled)["valid"]
+    # Over concurrency, a closed loop: the open loop's keys go, the bounds typed stay for the validator.
+    closed = edit(client, {**filled, "f-search-metric": ["concurrency"]})
+    data = json.loads(posted(closed)["spec_json"][0])
+    assert not set(data) & {"burstiness", "max_concurrency", "request_rate", "concurrency"}
+    assert data["search"]["max_goodput"] == {"metric": "concurrency", "low": 0.5, "high": 32}
+    assert "expected a positive integer (a concurrency), got 0.5" in slot(closed, "fe-search-max_goodput-low")
+    # Off again after a search over rates: still an open loop, its rates to be listed.
+    off = edit(client, {**filled, "f-search-metric": [""]})
+    data = json.loads(posted(off)["spec_json"][0])
+    assert "search" not in data and data["request_rate"] == [] and data["burstiness"] == 0.7
+    assert selected(off, "f-loop") == "open"
+
+
+def test_search_mistakes_come_back_at_their_fields(operator, client):
+    html = builder_from(client, SEARCH)
+    answer = preview(client, posted(html, **{"f-search-high": "0.1", "f-search-max_probes": "1"}))
+    assert "expected more than low (0.25), got 0.1" in slot(answer, "fe-search-max_goodput-high")
+    assert "expected an integer &gt;= 2, got 1" in slot(answer, "fe-search-max_goodput-max_probes")
+    no_slo = builder_from(client, {k: v for k, v in SEARCH.items() if k != "slo"})
+    assert "give slo too" in slot(no_slo, "fe-search")
+    two = builder_from(client, {**SEARCH, "workloads": ["fibonacci", {"long-context": {"prompt_tokens": [3000]}}]})
+    assert "runs on one workload at one prompt length; this spec has 2" in slot(two, "fe-search")
+    # A list the search would pick shows, to be emptied where the validator says so.
+    stale = builder_from(client, {**SEARCH, "request_rate": [1, 2]})
+    assert "the search picks the request rates" in slot(stale, "fe-request_rate")
+    assert data_of(client, posted(stale, **{"f-request_rate": ""}))["valid"]
+    both = builder_from(client, {**OPEN, "concurrency": [4]})
+    assert "not both" in slot(both, "fe-concurrency")
+    assert data_of(client, posted(both, **{"f-concurrency": ""}))["valid"]
+
+
+def test_a_spec_with_every_load_field_survives_form_yaml_form(operator, client, catalog):
+    from benchmarks.catalog import load_catalog
+    from sweepcore.spec import validate
+
+    full = {**SEARCH, "max_concurrency": 48, "burstiness": 0.5, "duration_s": 20,
+            "search": {"max_goodput": {"metric": "request_rate", "low": 0.25, "high": 64, "resolution": 0.05,
+                                       "saturation": 0.1, "max_probes": 16}},
+            "options": {"cooldown_s": 0.5, "retries": 1}}
+    normalised = validate(full, load_catalog()).to_dict()  # what a stored sweep's spec holds (clone)
+    for data in (full, normalised):
+        form = builder_from(client, data)
+        assert data_of(client, posted(form))["data"] == data
+        yaml_view = edit(client, posted(form, op="editor", to="yaml"))
+        text = posted(yaml_view)["spec_yaml"][0]
+        assert load_yaml(text) == data
+        again = edit(client, posted(yaml_view, op="editor", to="form"))
+        fields = {k: v for k, v in posted(form).items() if k.startswith("f-")}
+        assert {k: v for k, v in posted(again).items() if k.startswith("f-")} == fields
+        assert data_of(client, posted(again))["valid"]
