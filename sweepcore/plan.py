@@ -201,4 +201,11 @@ def plan(spec, catalog, quarantines=()):
         for i in range(len(spec.exclude))
         if i not in used_rules
     ]
+    if spec.search:
+        # A search plans no points, so the cap has nothing to skip: say it here instead.
+        lengths = [length for w in spec.workloads for length in (w.prompt_tokens or ())]
+        reason = lengths and context_cap_reason(lengths[0], spec.max_new_tokens, margin, model.context_length,
+                                                model.name)
+        if reason:
+            warnings.append(f"search: every probe would be skipped by the {reason}")
     return Plan(runs=runs, warnings=warnings)

@@ -710,7 +710,9 @@ def _load(check, data, values, until_stable, workloads):
             if shapes > 1:
                 check.error("search", f"a capacity search runs on one workload at one prompt length; this spec has "
                                       f"{shapes} (split it into one sweep per workload)")
-    open_loop = request_rate is not None or (search is not None and found.metric == "request_rate")
+    # Decided by what was written, valid or not, so that a list still being typed does not
+    # turn the open loop's own fields into errors of a closed one.
+    open_loop = data.get("request_rate") is not None or (search is not None and found.metric == "request_rate")
     if open_loop and until_stable is not None:
         check.error("until_stable", "stops a closed loop once its figure is stable; an open loop sends on its "
                                     "schedule: give requests_per_point or duration_s")

@@ -138,3 +138,15 @@ def test_the_cooldown_between_probes_is_a_number_of_seconds():
     for bad in ("-1", "'2s'", "true", ".nan"):
         assert "options.cooldown_s: expected a number of seconds >= 0, got" in errors_of(
             f"options: {{cooldown_s: {bad}}}")[0]
+
+
+def test_an_empty_rate_list_is_still_an_open_loop_for_its_other_fields():
+    errors = errors_of("request_rate: []", "burstiness: 0.5", "max_concurrency: 4")
+    assert errors == ["request_rate: expected a list of positive numbers (requests per second), got an empty list"]
+
+
+def test_a_search_whose_prompt_cannot_fit_the_context_is_a_plan_warning():
+    text = BASE.replace("workloads: [fibonacci]\n", "workloads: [{long-context: {prompt_tokens: [32700]}}]\n")
+    spec = validate(load_yaml(text + "slo: {ttft_p99_ms: 2000}\n" + SEARCH + "\n"), demo_catalog())
+    (warning,) = plan(spec, demo_catalog()).warnings
+    assert warning.startswith("search: every probe would be skipped by the context cap: 32700 + 256 + 16 > 32768")
