@@ -28,7 +28,7 @@ def with_line(line):
     return BASE + line + "\n"
 
 
-@pytest.mark.parametrize("name", ["qwen3.6-27b-sm120.yaml", "smollm2-cpu.yaml"])
+@pytest.mark.parametrize("name", ["qwen3.6-27b-sm120.yaml", "smollm2-cpu.yaml", "capacity-search-sim.yaml"])
 def test_the_example_files_validate(name):
     spec = load_spec_file(EXAMPLES / name, demo_catalog())
     assert spec.name

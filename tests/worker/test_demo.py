@@ -6,7 +6,7 @@ from django.core.management import call_command
 
 from benchmarks.models import Sweep
 from runs.lifecycle import enqueue_after
-from runs.models import Run
+from runs.models import Point, Run
 from runs.tasks import start_sweep_after
 from sweeplab.celery import app
 
@@ -42,12 +42,21 @@ def test_it_queues_the_simulated_demo_then_the_real_one_then_vllm_behind_them(ca
     # The simulated sweep's runs go to its host; the real sweep's runs wait: one task, on
     # the simulated host's queue behind them, sends them when the simulated sweep is done.
     queued_sim = Run.objects.filter(sweep=simulated, status="queued").count()
-    assert [name for name, _, _ in sent] == ["runs.execute_run"] * queued_sim + ["runs.start_sweep_after"] * 2
-    assert sent[-2][1:] == ("host.sim-8x-rtxpro6000", {"sweep_id": real.pk, "after_sweep_id": simulated.pk})
+    assert [name for name, _, _ in sent] == ["runs.execute_run"] * queued_sim + ["runs.start_sweep_after"] * 3
+    assert sent[-3][1:] == ("host.sim-8x-rtxpro6000", {"sweep_id": real.pk, "after_sweep_id": simulated.pk})
     # The vLLM sweep waits for the llama.cpp one, on the same CPU host.
     vllm = Sweep.objects.get(name="smollm2-vllm-cpu-ngram")
     assert (vllm.host.name, vllm.engine.name, vllm.status) == ("local-cpu", "vllm-cpu", "queued")
-    assert sent[-1][1:] == ("host.local-cpu", {"sweep_id": vllm.pk, "after_sweep_id": real.pk})
+    assert sent[-2][1:] == ("host.local-cpu", {"sweep_id": vllm.pk, "after_sweep_id": real.pk})
+    # The capacity search waits for the vLLM one: a search per configuration, no planned points.
+    searched = Sweep.objects.get(name="capacity-ar-vs-ddtree")
+    assert (searched.host.name, searched.engine.name, searched.status) == ("sim-8x-rtxpro6000", "sglang-sim-demo",
+                                                                          "queued")
+    assert sent[-1][1:] == ("host.local-cpu", {"sweep_id": searched.pk, "after_sweep_id": vllm.pk})
+    assert searched.spec["search"]["max_goodput"]["metric"] == "concurrency"
+    assert [r.method for r in searched.runs.order_by("position")] == ["autoregressive", "ddtree"]
+    assert not Point.objects.filter(run__sweep=searched).exists()
+    assert "2 runs, each a capacity search; starts when the vllm one is done" in out
     assert "starts when the real one is done" in out
     # autoregressive and n-gram with 2 and 4 tokens, each on fibonacci and code-edit at 1 and 4.
     assert [r.params for r in vllm.runs.order_by("position")] == [
@@ -86,8 +95,8 @@ def test_it_queues_nothing_twice_and_resumes_an_interrupted_demo(catalog, monkey
     sent = sent_tasks(monkeypatch)
     with django_capture_on_commit_callbacks(execute=True):
         out = demo()
-    assert Sweep.objects.count() == 3
+    assert Sweep.objects.count() == 4
     assert "unfinished: resumed" in out and "done already" in out
     # Nothing to wait for: the real sweep's runs go straight to its host; the vLLM sweep
     # still waits behind it.
-    assert [name for name, _, _ in sent] == ["runs.execute_run"] * 4 + ["runs.start_sweep_after"]
+    assert [name for name, _, _ in sent] == ["runs.execute_run"] * 4 + ["runs.start_sweep_after"] * 2

@@ -1,4 +1,4 @@
-"""`python manage.py demo`: queue the three demo sweeps of `make run` and say where to watch.
+"""`python manage.py demo`: queue the four demo sweeps of `make run` and say where to watch.
 
 1. simulated: examples/qwen3.6-27b-sm120.yaml on sim-8x-rtxpro6000, with the engine
    `sglang-sim-demo` (simengine at 1/10 of real time, results stored in model time)
@@ -9,7 +9,10 @@
    (runs.lifecycle.start_after);
 3. vllm: examples/smollm2-vllm-cpu.yaml on local-cpu, real vLLM (its CPU build, in its
    own environment) serving the same model converted for it, autoregressive against
-   n-gram speculation; it starts when the real llama.cpp one is done.
+   n-gram speculation; it starts when the real llama.cpp one is done;
+4. capacity: examples/capacity-search-sim.yaml on sim-8x-rtxpro6000 with `sglang-sim-demo`:
+   a capacity search per configuration (autoregressive against DDTree budget 15) under a
+   per-user speed SLO; it starts when the vLLM one is done.
 
 Idempotent: a demo sweep already stored is not created again. One left unfinished (the
 last `make run` was stopped in the middle) is resumed; a finished one is only shown.
@@ -43,6 +46,7 @@ DEMOS = (
     ("simulated", EXAMPLES / "qwen3.6-27b-sm120.yaml", SIM_DEMO_OVERRIDES),
     ("real", EXAMPLES / "smollm2-cpu.yaml", {}),
     ("vllm", EXAMPLES / "smollm2-vllm-cpu.yaml", {}),
+    ("capacity", EXAMPLES / "capacity-search-sim.yaml", {"engine": SIM_DEMO_ENGINE}),
 )
 UNFINISHED = (SweepStatus.QUEUED, SweepStatus.RUNNING)
 
@@ -54,8 +58,8 @@ def demo_spec(path, overrides):
 
 
 class Command(BaseCommand):
-    help = ("Queue the demo sweeps (a simulated SM120 one, then a real llama.cpp one, then a real vLLM one) "
-            "unless already there.")
+    help = ("Queue the demo sweeps (a simulated SM120 one, then a real llama.cpp one, then a real vLLM one, then "
+            "a simulated capacity search) unless already there.")
 
     def handle(self, *args, **options):
         lines = []
@@ -71,7 +75,11 @@ class Command(BaseCommand):
                 sweep, the_plan = create_sweep(spec)
                 launch_sweep(sweep, enqueue=not waits)
                 totals = the_plan.totals
-                state = f"queued, {totals['runs']} runs and {totals['points']} points ({totals['skipped_points']} skipped by plan)"
+                if spec.search:
+                    state = f"queued, {totals['runs']} runs, each a capacity search"
+                else:
+                    state = (f"queued, {totals['runs']} runs and {totals['points']} points "
+                             f"({totals['skipped_points']} skipped by plan)")
             elif sweep.status in UNFINISHED:
                 resume_sweep(sweep, enqueue=not waits)
                 state = "unfinished: resumed"
