@@ -442,10 +442,68 @@ class _ClosedLoop:
         self.prefill_per_prompt_s = prefill_seconds(profile, tp, self.prompt_tokens) - self.prefill_fixed_s
         self.chunk = int(chunked_prefill_size or profile["startup"].get("chunked_prefill_size", 8192))
 
+    def prefill_forwards(self, prompts: float) -> int:
+        """Forwards that prefill ``prompts`` waiting prompts: one per chunk of the batch."""
+        return max(1, math.ceil(prompts * self.prompt_tokens / self.chunk))
+
     def prefill_forwards_s(self, prompts: float) -> float:
         """Prefill of ``prompts`` waiting prompts: one forward per chunk of the batch, each paying the fixed cost."""
-        forwards = max(1, math.ceil(prompts * self.prompt_tokens / self.chunk))
-        return forwards * self.prefill_fixed_s + prompts * self.prefill_per_prompt_s
+        return self.prefill_forwards(prompts) * self.prefill_fixed_s + prompts * self.prefill_per_prompt_s
+
+    def step_at(self, batch: float) -> float:
+        """A step's duration at a mean batch (fractional: the step is linear in the batch)."""
+        batch = max(1.0, float(batch))
+        lo = math.floor(batch)
+        s_lo = step_seconds(self.profile, self.method, self.params, self.tp, self.context, lo)
+        if batch == lo:
+            return s_lo
+        s_hi = step_seconds(self.profile, self.method, self.params, self.tp, self.context, lo + 1)
+        return s_lo + (batch - lo) * (s_hi - s_lo)
+
+    def _gaps(self, running: float):
+        """After a step with ``running`` requests, each finishing with probability h = 1/S: the
+        expected prompts ``a``, the probability ``p`` that any finished, the expected prefill
+        time ``g`` before the next step (``p`` forwards of ``f`` and ``a`` prompts of ``m``)."""
+        h = 1.0 / self.decode_steps
+        a = running * h
+        p_any = 1.0 - (1.0 - h) ** running
+        return a, p_any, p_any * self.prefill_fixed_s + a * self.prefill_per_prompt_s
+
+    def _mixed_unqueued(self, c: int) -> dict[str, float]:
+        """Speculative loop without a queue, seen by one request: the fixed point of the share of
+        time a client is running (the rest it waits for its first token, out of the batch), and
+        the TTFT, a mixture of a request prefilled right after its predecessor's step (case A)
+        and one that waits for the next step (case B)."""
+        S, f, m = self.decode_steps, self.prefill_fixed_s, self.prefill_per_prompt_s
+        h = 1.0 / S
+        share, ttft_mean = 1.0, 0.0
+        for _ in range(200):
+            others = (c - 1) * share  # the other clients running beside this one (on average)
+            a, p_any, g = self._gaps(others)
+            pi = p_any / (1.0 + p_any)  # P(a step is followed by a prefill of the step before's arrivals)
+            decode_s = S * self.step_at(1.0 + others) + (S - pi) * g
+            p_alone = (1.0 - share) ** (c - 1)
+            others_step = self.step_at(others / (1.0 - p_alone)) if p_alone < 1.0 else 0.0
+            before = a / p_any if p_any > 0 else 1.0  # prompts prefilled in a forward of their own
+            own = 1.0 + others * h  # the prompts prefilled with this one, itself included
+            case_a = 2.0 * f + before * m + own * m
+            case_b = (1.0 - p_alone) * others_step + f + own * m
+            new_ttft = pi * case_a + (1.0 - pi) * case_b
+            new_share = decode_s / (decode_s + new_ttft)
+            done = abs(new_share - share) < 1e-12 and abs(new_ttft - ttft_mean) < 1e-12
+            share, ttft_mean = new_share, new_ttft
+            if done:
+                break
+        # The median TTFT: the prompts prefilled with it (and, in case A, before it) are Poisson.
+        dist = []
+        for n_own, w_own in _poisson(others * h):
+            own_s = (1 + n_own) * m
+            for n_before, w_before in _poisson(a, positive=True):
+                dist.append((2.0 * f + n_before * m + own_s, pi * w_own * w_before))
+            dist.append((others_step + f + own_s, (1.0 - pi) * (1.0 - p_alone) * w_own))
+            dist.append((f + own_s, (1.0 - pi) * p_alone * w_own))
+        return {"running": c * share, "batch_seen": 1.0 + others, "decode_s": decode_s, "interference": g,
+                "ttft_mean": ttft_mean, "ttft": _median(dist), "case_a": pi}
 
     def at(self, concurrency: int) -> Dict[str, Any]:
         c = int(concurrency)
@@ -454,38 +512,61 @@ class _ClosedLoop:
         b = min(c, self.batch_limit)
         queued = c - b
         step = step_seconds(self.profile, self.method, self.params, self.tp, self.context, b)
+        running = float(b)
+        case_a = 0.0
         if self.regime == "lockstep":
-            # A wave: prefilled together (its TTFT), then decoded with no foreign prefill in between.
+            # A wave: prefilled (its TTFT), then decoded with no foreign prefill in between.  The
+            # server starts a prefill forward as soon as anyone waits: for the first client back (or
+            # the queued ones), while the rest of the wave's clients arrive during it and are
+            # prefilled together in a second forward, after which the wave decodes.
             interference = 0.0
             decode_s = self.decode_steps * step
-            wave_prefill_s = self.prefill_forwards_s(b)
+            # (A queue of b or more fills a wave in one forward: the model keeps two, one fixed cost more.)
+            if b == 1:
+                first_s = wave_prefill_s = self.prefill_forwards_s(b)
+            else:
+                first = min(max(1, queued), b - 1)
+                first_s = self.prefill_forwards_s(first)
+                forwards = self.prefill_forwards(first) + self.prefill_forwards(b - first)
+                wave_prefill_s = forwards * self.prefill_fixed_s + b * self.prefill_per_prompt_s
             wave_s = wave_prefill_s + decode_s
             waves_waited = queued / b  # a queued client waits for later waves (FIFO)
-            ttft_mean = wave_prefill_s + waves_waited * wave_s
-            ttft = wave_prefill_s + math.floor(waves_waited + 0.5) * wave_s  # median: most wait the same count
-            request_rate = b / wave_s
-        else:
-            # Each of the other b - 1 requests finishes once per cycle of its slot: its decode steps,
-            # plus (without a queue) the step during which the client's next request travels.
-            # After a step in which any finished, the new arrivals' prefill delays everyone's next step.
-            cycle_steps = self.decode_steps + (0 if queued else 1)
-            arrivals = (b - 1) / cycle_steps
-            any_arrival = 1.0 - (1.0 - 1.0 / cycle_steps) ** (b - 1)
-            interference = any_arrival * self.prefill_fixed_s + arrivals * self.prefill_per_prompt_s
-            decode_s = self.decode_steps * (step + interference)
-            admit_s = self.prefill_fixed_s + (1.0 + arrivals) * self.prefill_per_prompt_s
-            ttft_unqueued = admit_s + (step if b > 1 else 0.0)  # arrives during a step, prefilled after it
             if queued:
-                request_rate = b / (decode_s + admit_s)  # every slot is refilled from the queue at once
-                ttft = ttft_mean = max(ttft_unqueued, c / request_rate - decode_s)  # Little's law
+                ttft_mean = wave_prefill_s + waves_waited * wave_s
+                ttft = wave_prefill_s + math.floor(waves_waited + 0.5) * wave_s  # median: most wait the same count
             else:
-                ttft = ttft_mean = ttft_unqueued
+                ttft_mean = (first_s + (b - 1) * wave_prefill_s) / b
+                ttft = wave_prefill_s if b > 2 else ttft_mean  # all but the first wait for the second forward
+            request_rate = b / wave_s
+        elif c == 1:
+            # A lone request: prefilled at once, decoded alone.
+            interference = 0.0
+            decode_s = self.decode_steps * step
+            ttft = ttft_mean = prefill_seconds(self.profile, self.tp, self.prompt_tokens)
+            request_rate = 1.0 / (ttft + decode_s)
+        else:
+            # Requests finish spread over the steps; a finished request's client sends the next one
+            # while the server runs on: the prefills of returning clients delay the running batch.
+            free = self._mixed_unqueued(c) if not queued else None
+            if free is not None:
+                running, decode_s, interference = free["running"], free["decode_s"], free["interference"]
+                ttft, ttft_mean, case_a = free["ttft"], free["ttft_mean"], free["case_a"]
+                step = self.step_at(free["batch_seen"])
                 request_rate = c / (ttft_mean + decode_s)
+            else:
+                # A queue: every slot freed by a step is refilled from the queue's head in one
+                # forward right after it, so the batch stays full and a request sees S - 1 gaps.
+                _, _, interference = self._gaps(b - 1)
+                decode_s = self.decode_steps * step + (self.decode_steps - 1.0) * interference
+                admit_s = self.prefill_fixed_s + (1.0 + (b - 1) / self.decode_steps) * self.prefill_per_prompt_s
+                request_rate = b / (decode_s + admit_s)
+                ttft = ttft_mean = max(admit_s + step, c / request_rate - decode_s)  # Little's law
         tpot = decode_s / self.decode_tokens
         return {
             "concurrency": c,
             "batch": b,
             "queued": queued,
+            "running_batch": running,
             "batch_limit": self.batch_limit,
             "batch_limited_by": self.batch_limited_by,
             "max_running_requests": self.max_running_requests,
@@ -495,6 +576,7 @@ class _ClosedLoop:
             "decode_steps": self.decode_steps,
             "step_s": step,
             "prefill_interference_s": interference,
+            "prefilled_at_once": case_a,
             "tpot_s": tpot,
             "ttft_s": ttft,
             "ttft_mean_s": ttft_mean,
@@ -502,6 +584,28 @@ class _ClosedLoop:
             "request_throughput": request_rate,
             "output_tok_s": request_rate * self.output_tokens,
         }
+
+
+def _poisson(mean: float, positive: bool = False):
+    """``(k, P(K = k))`` of a Poisson count (conditioned on K > 0 with ``positive``), tail cut."""
+    out, pk = [], math.exp(-mean)
+    for k in range(int(mean + 10.0 * math.sqrt(mean) + 12) + 1):
+        if k:
+            pk *= mean / k
+        if k or not positive:
+            out.append((k, pk))
+    total = sum(w for _, w in out)
+    return [(k, w / total) for k, w in out]
+
+
+def _median(dist):
+    """The median of a discrete distribution given as ``(value, weight)`` pairs summing to 1."""
+    acc = 0.0
+    for value, weight in sorted(dist):
+        acc += weight
+        if acc >= 0.5:
+            return value
+    return max(v for v, _ in dist)
 
 
 def closed_loop_steady_state(
@@ -529,8 +633,11 @@ def closed_loop_steady_state(
     ``batch_limit = min(max_running_requests, kv_slots)``; the rest queue.  Keys:
     ``tpot_s`` (median TPOT), ``ttft_s`` (median TTFT), ``ttft_mean_s``, ``e2el_s``
     (median), ``output_tok_s`` and ``request_throughput`` (aggregate), and the terms they
-    are built from (``batch``, ``queued``, ``regime``, ``step_s``, ``decode_steps``,
-    ``prefill_interference_s``, ...).  The formulas are in the README ("Load model").
+    are built from (``batch``, ``queued``, ``running_batch``, ``regime``, ``step_s``,
+    ``decode_steps``, ``prefill_interference_s``, ``prefilled_at_once``, ...).  The formulas
+    are in the README ("Load model"): a speculative loop is followed through what the
+    scheduler does after each step (prefill forwards for whoever waits, then the next step),
+    with the clients waiting for a first token out of the batch.
     """
     return _ClosedLoop(profile, method, params, tp, prompt_tokens, output_tokens, workload, max_running_requests,
                        mem_fraction_static, context_length, kv_cache_dtype, chunked_prefill_size).at(concurrency)

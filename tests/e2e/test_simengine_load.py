@@ -22,8 +22,6 @@ from sweepcore.prompts import FIBONACCI_PROMPT
 pytestmark = pytest.mark.slow
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-OUTPUT_TOKENS = 256
-TOLERANCE = 0.10  # measured median TPOT (model time) within 10 % of the model's
 
 
 def _free_port():
@@ -62,14 +60,22 @@ def _simengine(log_path, time_scale, *flags):
 # Autoregressive requests of one length move in waves (simengine/README.md, "Load model"):
 # the first wave is already the steady state, but 64 clients streaming every 64 ms step
 # need a time scale at which the client keeps up.  Speculative requests need a few waves to
-# spread out over the steps; the first one (all started together) is left out.
-@pytest.mark.parametrize("method,params,flags,time_scale,waves,concurrencies", [
-    (None, None, (), 0.2, 2, (16, 64)),
+# spread out over the steps; the first ``warm`` waves (the first one all started together)
+# are left out.  At 64 output tokens a DDTree request lives about ten verify steps, so the
+# prefills of returning clients and the clients waiting for their first token (out of the
+# batch) weigh most there: the case the model was first calibrated without.  Its waves are
+# short, so it takes many of them (the median of a few hundred requests); the model is held
+# to 5 % there (the first version read 6-7 % high at these two concurrencies, 40.0 and 62.9 ms).
+# ``tolerance``: measured median TPOT (model time) within this fraction of the model's.
+@pytest.mark.parametrize("method,params,flags,output_tokens,time_scale,waves,warm,concurrencies,tolerance", [
+    (None, None, (), 256, 0.2, 2, 1, (16, 64), 0.10),
     ("DDTREE", {"budget": 15}, ("--speculative-algorithm", "DDTREE", "--speculative-ddtree-budget", "15"),
-     0.1, 10, (16, 48)),
-], ids=["autoregressive", "ddtree-budget-15"])
-def test_closed_loop_median_tpot_is_the_load_models(tmp_path, method, params, flags, time_scale, waves,
-                                                    concurrencies):
+     256, 0.1, 10, 1, (16, 48), 0.10),
+    ("DDTREE", {"budget": 15}, ("--speculative-algorithm", "DDTREE", "--speculative-ddtree-budget", "15"),
+     64, 0.2, 24, 2, (28, 48), 0.05),
+], ids=["autoregressive", "ddtree-budget-15", "ddtree-budget-15-64-tokens"])
+def test_closed_loop_median_tpot_is_the_load_models(tmp_path, method, params, flags, output_tokens, time_scale,
+                                                    waves, warm, concurrencies, tolerance):
     profile = M.load_profile(M.DEFAULT_PROFILE)
     workload = M.detect_workload(FIBONACCI_PROMPT)
     rows = []
@@ -77,13 +83,13 @@ def test_closed_loop_median_tpot_is_the_load_models(tmp_path, method, params, fl
         prompt_tokens = requests.post(url + "/tokenize", json={"prompt": FIBONACCI_PROMPT}, timeout=5).json()["count"]
         for c in concurrencies:
             load = run_load_sync(LoadConfig(
-                base_url=url, api="sglang-generate", prompts=[FIBONACCI_PROMPT], max_tokens=OUTPUT_TOKENS,
+                base_url=url, api="sglang-generate", prompts=[FIBONACCI_PROMPT], max_tokens=output_tokens,
                 concurrency=c, num_requests=waves * c, extra_body={"ignore_eos": True}))
-            assert all(r.ok and r.output_tokens == OUTPUT_TOKENS for r in load.results), load.results[:3]
-            steady = load.results[c:]  # in completion order: the first c started together
+            assert all(r.ok and r.output_tokens == output_tokens for r in load.results), load.results[:3]
+            steady = load.results[warm * c:]  # in completion order: the first c started together
             measured = percentile([request_tpot(r) for r in steady], 50) / time_scale
-            model = M.closed_loop_steady_state(profile, method, params, 1, prompt_tokens, OUTPUT_TOKENS, c,
+            model = M.closed_loop_steady_state(profile, method, params, 1, prompt_tokens, output_tokens, c,
                                                workload)["tpot_s"]
             rows.append((c, round(measured * 1000, 2), round(model * 1000, 2), round(measured / model, 3)))
     # (concurrency, measured ms, model ms, ratio): all of them, so a failure shows the whole curve.
-    assert all(abs(ratio - 1) <= TOLERANCE for *_, ratio in rows), rows
+    assert all(abs(ratio - 1) <= tolerance for *_, ratio in rows), rows
