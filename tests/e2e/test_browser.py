@@ -11,6 +11,7 @@ from django.conf import settings
 from benchmarks.models import Engine, Sweep
 from runs.models import Point, PointStatus, Run
 from runs.results.charts import sweep_charts
+from runs.results.load_charts import load_charts
 from runs.results.compare import VERDICT_COLOURS
 from runs.templatetags.sweeplab_format import num
 from tests.e2e.processes import celery_worker, simengine_pids, wait_for
@@ -145,6 +146,8 @@ def test_build_launch_watch_and_chart_a_sweep_in_the_browser(browser, operator, 
     )
     assert page.evaluate("Object.keys(Chart.instances).length") == len(charts)
     expected = {chart["id"]: [d["label"] for d in chart["datasets"]] for chart in sweep_charts(sweep.pk)["charts"]}
+    # The load section: a closed-loop sweep has no load curves, but a Pareto view per workload.
+    expected.update({chart["id"]: [d["label"] for d in chart["datasets"]] for chart in load_charts(sweep.pk)["charts"]})
     statuses = set(Point.objects.filter(run__sweep=sweep).values_list("status", flat=True))
     expected["status"] = [label for value, label in PointStatus.choices if value in statuses]
     assert set(charts) == set(expected) and len(expected) > 4

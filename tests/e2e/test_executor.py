@@ -278,8 +278,9 @@ def test_sweep_run_inline_prints_the_results_as_json(catalog, tmp_path):
     }
     (point,) = run["points"]
     assert set(point) == {
-        "workload", "prompt_tokens", "concurrency", "status", "reason", "completed", "failed",
+        "workload", "prompt_tokens", "concurrency", "request_rate", "status", "reason", "completed", "failed",
         "output_throughput", "decode_tok_s", "mean_ttft_ms", "median_tpot_ms", "accept_length",
+        "goodput", "slo_attainment", "slo_met",
         "validity", "validity_reasons", "n", "decode_tok_s_ci", "median_ttft_ms_ci", "median_tpot_ms_ci",
         "median_itl_ms_ci", "median_e2el_ms_ci", "simulated_time_scale", "stop_reason",
     }
