@@ -11,8 +11,8 @@ from django.conf import settings
 from benchmarks.models import Engine, Sweep
 from runs.models import Point, PointStatus, Run
 from runs.results.charts import sweep_charts
-from runs.results.load_charts import load_charts
 from runs.results.compare import VERDICT_COLOURS
+from runs.results.load_charts import load_charts
 from runs.templatetags.sweeplab_format import num
 from tests.e2e.processes import celery_worker, simengine_pids, wait_for
 
