@@ -256,6 +256,11 @@ class RequestRecord(models.Model):
     send_lag = models.FloatField(
         null=True, blank=True, help_text="Seconds sent after its scheduled time (open loop); None: closed loop."
     )
+    in_ramp = models.BooleanField(
+        default=False,
+        help_text="Sent while the load ramped up or down (the spec's steady_state): kept, left out of the point's "
+                  "statistics.",
+    )
 
     class Meta:
         constraints = [

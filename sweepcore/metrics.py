@@ -60,10 +60,28 @@ and decode speed are differences between token arrivals and do not change.
 :func:`request_ttft` and :func:`request_e2el` keep meaning "from the send"; the point
 keeps those statistics too, in ``send_based``.
 
+Steady state: the ramp left out
+--------------------------------
+A closed loop's clients all send their first request at once and its last requests
+finish while the batch drains, so a short point reads a server that is filling and
+emptying, not the one its load keeps busy (speculative decoding's TPOT read ~6 % low on a
+15-second point of the simulator).  With the spec's ``steady_state: {skip_first: 0.2,
+skip_last: 0.1}`` (:func:`mark_ramp`) those shares of the point's requests, by send order,
+are sent under the same load but carry ``in_ramp``: kept as records, left out of the
+statistics.  Counts, latencies, intervals, ``decode_tok_s`` and the open-loop figures are
+then over the measured requests; ``duration`` is their **window**, from the first measured
+send to the last measured request's last token, and the throughputs count what arrived
+inside it from *every* request (tokens of ramp requests still streaming at its start or
+already streaming before its end are part of the load the server carried then): output
+tokens arriving in the window, requests completed in it (and their prompt tokens for the
+total), each divided by its length.  ``errors`` covers every request, ramp included: a
+failure is a failure wherever it happened.  ``ramp`` is ``{"first": n, "last": n}``, the
+requests left out at each end (None without a ramp).
+
 Per point
 ---------
 * ``completed``, ``failed`` -- counts as defined above; ``completed + failed`` is every
-  measured request (warmup requests are not measured).
+  measured request (warmup requests and ramp requests are not measured).
 * ``duration`` -- the wall time of the measurement, seconds (given by the caller:
   first send to last completion, see sweepcore.loadgen).
 * ``total_input_tokens`` -- sum of the server-counted prompt tokens of completed
@@ -171,6 +189,7 @@ SUMMARY_FIELDS: tuple[str, ...] = (
     "intervals",
     "client_bound",
     "event_loop_lag_p99_ms",
+    "ramp",
 )
 
 #: The metrics stored with a 95 % interval; shown as ``<metric>_ci`` by the API.
@@ -192,12 +211,14 @@ def ci_fields(intervals: Any) -> dict[str, list | None]:
     return {f"{m}_ci": interval_of(intervals, m) for m in INTERVAL_METRICS}
 
 #: The point metric columns, one list for the model, the executor's write, the exports,
-#: the API and the charts: what :func:`summarize` computes (less ``errors`` and an open
+#: the API and the charts: what :func:`summarize` computes (less ``errors``, the ``ramp`` counts and an open
 #: loop's ``send_based`` latencies, mappings kept beside them) and what the server itself
 #: reported, each beside our own figure: its decode speed (llama.cpp's timings) and its
 #: median TTFT and ITL, from the delta of its /metrics histograms over the point
 #: (sweepcore.servermetrics).
-FIELDS: tuple[str, ...] = tuple(f for f in SUMMARY_FIELDS if f not in ("errors", "intervals", "send_based")) + (
+FIELDS: tuple[str, ...] = tuple(
+    f for f in SUMMARY_FIELDS if f not in ("errors", "intervals", "send_based", "ramp")
+) + (
     "server_decode_tok_s",
     "server_median_ttft_ms",
     "server_median_itl_ms",
@@ -218,6 +239,7 @@ REQUEST_FIELDS: tuple[str, ...] = (
     "error",
     "spec_verify_ct",
     "send_lag",
+    "in_ramp",
 )
 
 #: How each point metric is named on screen, with its unit: the one definition behind the
@@ -442,6 +464,78 @@ def open_loop_figures(records: Sequence[Any]) -> dict[str, Any]:
     }
 
 
+def in_ramp(rec: Any) -> bool:
+    """Whether a request was sent while the load ramped up or down (left out of the statistics)."""
+    return bool(_get(rec, "in_ramp", False))
+
+
+def mark_ramp(records: Sequence[Any], skip_first: float, skip_last: float) -> tuple[int, int]:
+    """Set ``in_ramp`` on the first ``skip_first`` and last ``skip_last`` shares of a load's
+    requests by send order (rounded down; at least one request stays measured); the
+    others are cleared.  Returns how many were marked at each end.  One load at a time:
+    each load ramps up and down on its own."""
+    ordered = sorted(records, key=lambda r: (_get(r, "send_time"), _get(r, "index")))
+    n = len(ordered)
+    first, last = int(n * skip_first), int(n * skip_last)
+    if first + last >= n:
+        first, last = 0, 0
+    for i, r in enumerate(ordered):
+        r.in_ramp = i < first or i >= n - last
+    return first, last
+
+
+def _request_end(rec: Any) -> float:
+    """Epoch seconds of a request's last token (its send time when none arrived)."""
+    offsets = _get(rec, "chunk_offsets") or []
+    return _get(rec, "send_time") + (offsets[-1] if offsets else 0.0)
+
+
+def steady_window(records: Sequence[Any]) -> tuple[float, float] | None:
+    """(start, end) epoch seconds of the measured requests' window -- the first measured
+    send to the last measured request's last token -- when some requests are in the ramp;
+    None when none is (the caller's duration stands)."""
+    measured = [r for r in records if not in_ramp(r)]
+    if len(measured) == len(records) or not measured:
+        return None
+    return min(_get(r, "send_time") for r in measured), max(_request_end(r) for r in measured)
+
+
+def measured_seconds(records: Sequence[Any]) -> float | None:
+    """The seconds a point's measured requests stand for, for a rate over them (goodput:
+    those that met the SLO per second).  None without a ramp: the load's own duration.
+    With one, the steady window scaled to them: its length x the measured requests / the
+    requests (of any outcome) that finished inside it, so that a rate over the measured
+    requests is the window's rate, as the throughputs are."""
+    window = steady_window(records)
+    if window is None:
+        return None
+    start, end = window
+    finished = sum(1 for r in records if start <= _request_end(r) <= end)
+    measured = sum(1 for r in records if not in_ramp(r))
+    return (end - start) * measured / finished if finished and end > start else None
+
+
+def _window_counts(records: Sequence[Any], start: float, end: float, prompt_fallback: int | None):
+    """(output tokens arriving in [start, end], requests completed in it, their prompt
+    tokens or None) over every successful record."""
+    tokens, done, prompt = 0, 0, 0
+    for r in records:
+        if not is_success(r):
+            continue
+        send = _get(r, "send_time")
+        offsets = _get(r, "chunk_offsets") or []
+        counts = _get(r, "chunk_tokens") or []
+        if len(counts) != len(offsets):
+            counts = [1] * len(offsets)
+        tokens += sum(k for off, k in zip(offsets, counts) if start <= send + off <= end)
+        if start <= _request_end(r) <= end:
+            done += 1
+            pt = _get(r, "prompt_tokens")
+            pt = prompt_fallback if pt is None else pt
+            prompt = None if prompt is None or pt is None else prompt + int(pt)
+    return tokens, done, prompt
+
+
 def summarize(
     results: Iterable[Any],
     duration: float | None,
@@ -453,11 +547,13 @@ def summarize(
     """Compute a point's metrics from its request records.
 
     ``results``: RequestResult objects, dicts, or model rows with the same field names.
-    ``duration``: wall seconds of the measurement.  ``prompt_tokens_fallback``: the
+    ``duration``: wall seconds of the measurement (the steady window replaces it when
+    some records are in the ramp).  ``prompt_tokens_fallback``: the
     prompt length to use for a completed request whose server reported none (e.g. the
     exact count sweepcore.prompts measured).  Returns a dict with exactly :data:`SUMMARY_FIELDS`.
     """
-    recs = list(results)
+    every = list(results)
+    recs = [r for r in every if not in_ramp(r)]
     ok = [r for r in recs if is_success(r)]
     completed, failed = len(ok), len(recs) - len(ok)
 
@@ -472,6 +568,9 @@ def summarize(
             break
         total_in += int(pt)
 
+    window = steady_window(every)
+    if window is not None:  # the steady window's rates: what arrived inside it, from every request
+        duration = window[1] - window[0]
     rate_ok = duration is not None and duration > 0
 
     def rate(x: float | None) -> float | None:
@@ -492,15 +591,21 @@ def summarize(
             spec_ct += int(ct)
             spec_out += int(_get(r, "output_tokens") or 0)
 
+    if window is None:
+        rates = (rate(completed), rate(total_out), rate(None if total_in is None else total_in + total_out))
+    else:
+        tokens, done, prompt = _window_counts(every, *window, prompt_tokens_fallback)
+        rates = (rate(done), rate(tokens), rate(None if prompt is None else prompt + tokens))
+
     summary: dict[str, Any] = {
         "completed": completed,
         "failed": failed,
         "duration": duration,
         "total_input_tokens": total_in,
         "total_output_tokens": total_out,
-        "request_throughput": rate(completed),
-        "output_throughput": rate(total_out),
-        "total_token_throughput": rate(None if total_in is None else total_in + total_out),
+        "request_throughput": rates[0],
+        "output_throughput": rates[1],
+        "total_token_throughput": rates[2],
     }
     for name, vals in (("ttft", ttfts), ("tpot", tpots), ("itl", itls), ("e2el", e2els)):
         summary.update(_stats(name, vals))
@@ -516,9 +621,14 @@ def summarize(
     summary.update(open_loop_figures(recs))
     summary["max_output_tokens_per_s"] = max_output_tokens_per_s(ok)
     summary["accept_length"] = (spec_out / spec_ct) if spec_ct else None
-    summary["errors"] = error_summary(recs)
+    summary["errors"] = error_summary(every)
     summary["client_bound"] = client_bound
     summary["event_loop_lag_p99_ms"] = event_loop_lag_p99_ms
+    summary["ramp"] = None
+    if window is not None:
+        ordered = sorted(every, key=lambda r: (_get(r, "send_time"), _get(r, "index")))
+        first = next(i for i, r in enumerate(ordered) if not in_ramp(r))
+        summary["ramp"] = {"first": first, "last": len(every) - len(recs) - first}
     return {k: summary[k] for k in SUMMARY_FIELDS}
 
 
@@ -528,11 +638,12 @@ def summarize(
 def request_samples(metric: str, records: Iterable[Any]) -> list[float] | None:
     """One value per completed request for comparing ``metric`` between points (what a
     significance test needs), or None for a metric that has no per-request value
-    (throughputs, durations: one value per measurement).  Latencies in ms; TTFT and E2EL
+    (throughputs, durations: one value per measurement); ramp requests are not samples.
+    Latencies in ms; TTFT and E2EL
     from the schedule under an open loop, as the point's statistics.  Every ITL
     statistic is compared on each request's mean gap (its TPOT): a request's gaps are
     not independent samples."""
-    ok = [r for r in records if is_success(r)]
+    ok = [r for r in records if is_success(r) and not in_ramp(r)]
     if metric == "decode_tok_s":
         values = [request_decode_tok_s(r) for r in ok]
     elif metric.endswith("_ms") and metric.split("_")[1] in LATENCIES:

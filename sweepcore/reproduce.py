@@ -9,7 +9,8 @@ arrival process: a closed loop of ``concurrency`` requests in flight, or an open
 capped at ``concurrency`` in flight. They do not send the same bytes: the sweep built one
 long-context prompt per request (seeded by the request's index), loadtest builds one and
 vLLM draws random tokens of the same length; the server must be running with the run's
-own argv (the run drawer shows it).
+own argv (the run drawer shows it). A point that left its ramp out (the sweep's
+``steady_state``) gets loadtest's ``--skip-first``/``--skip-last``; vLLM has no such option.
 
 vLLM's flags (vllm/benchmarks/serve.py): ``--backend openai`` or ``openai-chat`` (the
 OpenAI completions and chat request functions), ``--base-url``, ``--endpoint``,
@@ -58,6 +59,8 @@ class PointLoad:
     prompt: str = ""  # the fixed workload's prompt
     dataset_path: str = ""
     tokenizer: str = ""  # the model's path or hub id, where vLLM cannot load it by the served name
+    skip_first: float = 0.0  # the steady_state shares left out of the statistics (loadtest only)
+    skip_last: float = 0.0
 
 
 def _number(value: float) -> str:
@@ -84,6 +87,8 @@ def loadtest_argv(load: PointLoad) -> list[str]:
         argv += ["--request-rate", _number(load.request_rate), "--burstiness", _number(load.burstiness)]
     if load.ignore_eos:
         argv.append("--ignore-eos")
+    if load.skip_first or load.skip_last:
+        argv += ["--skip-first", _number(load.skip_first), "--skip-last", _number(load.skip_last)]
     return argv
 
 

@@ -30,6 +30,10 @@ workloads exist), which the caller builds from the database (``benchmarks.catalo
                             # optional: replaces requests_per_point; send until the metric's
                             # 95 % interval is within ±rel_ci of its median (or max_requests)
     warmup_requests: 1
+    steady_state: {skip_first: 0.2, skip_last: 0.1}
+                            # optional: these shares of each point's requests (by send order)
+                            # are sent under the same load but left out of its statistics:
+                            # the batch filling and draining (sweepcore.metrics)
     exclude:
       - {method: ddtree, budget: 64, tp: 1}
     options: {retry_quarantined: false, context_margin_tokens: 16, retries: 0,
@@ -109,6 +113,7 @@ FIELDS = (
     "repeats",
     "until_stable",
     "warmup_requests",
+    "steady_state",
     "exclude",
     "options",
 )
@@ -127,6 +132,11 @@ DEFAULTS = {
 #: The keys of ``until_stable``; each is required.
 UNTIL_STABLE_KEYS = ("metric", "rel_ci", "min_requests", "max_requests")
 UNTIL_STABLE_EXAMPLE = "{metric: decode_tok_s, rel_ci: 0.05, min_requests: 5, max_requests: 50}"
+#: The keys of ``steady_state``: the shares of a point's requests left out at each end.
+STEADY_STATE_KEYS = ("skip_first", "skip_last")
+STEADY_STATE_EXAMPLE = "{skip_first: 0.2, skip_last: 0.1}"
+#: At least this share of a point's requests stays measured.
+STEADY_STATE_MIN_MEASURED = 0.5
 
 OPTION_DEFAULTS = {
     # Run quarantined configurations (KnownFailure) instead of skipping them: true for all,
@@ -188,6 +198,7 @@ class Spec:
     duration_s: float | None = None
     slo: dict | None = None  # sweepcore.slo: {"ttft_p99_ms": 2000.0, ...}
     search: dict | None = None  # sweepcore.capacity: {"max_goodput": {metric, low, high, ...}}
+    steady_state: dict | None = None  # {"skip_first": 0.2, "skip_last": 0.1}: the ramp left out
 
     @property
     def open_loop(self):
@@ -235,12 +246,13 @@ class Spec:
             "repeats": self.repeats,
             "until_stable": dict(self.until_stable) if self.until_stable else None,
             "warmup_requests": self.warmup_requests,
+            "steady_state": dict(self.steady_state) if self.steady_state else None,
             "exclude": [dict(e) for e in self.exclude],
             "options": dict(self.options),
         }
         if not data["description"]:
             del data["description"]
-        for key in ("until_stable", "request_rate", "max_concurrency", "duration_s", "slo", "search"):
+        for key in ("until_stable", "request_rate", "max_concurrency", "duration_s", "slo", "search", "steady_state"):
             if data[key] is None:
                 del data[key]
         if self.open_loop or self.search:  # max_concurrency caps an open loop; a search picks its loads
@@ -668,6 +680,37 @@ def _until_stable(check, value):
     return {"metric": metric, "rel_ci": float(rel_ci), "min_requests": least, "max_requests": most}
 
 
+def _steady_state(check, value, repeats, until_stable):
+    """The shares of each point's requests left out at its start and end:
+    {skip_first, skip_last}, each optional (0), together at most half."""
+    path = "steady_state"
+    if check.mapping(path, value, f"a mapping such as {STEADY_STATE_EXAMPLE}") is None:
+        return None
+    before = len(check.errors)
+    check.unknown_keys(path, value, list(STEADY_STATE_KEYS))
+    shares = {}
+    for key in STEADY_STATE_KEYS:
+        share = value.get(key, 0)
+        if isinstance(share, bool) or not isinstance(share, (int, float)) or not 0 <= share < 1:
+            check.error(f"{path}.{key}", f"expected a share of the point's requests, at least 0 and below 1 "
+                                         f"(0.2 for 20 %), got {describe(share)}")
+        else:
+            shares[key] = float(share)
+    if len(shares) == 2 and shares["skip_first"] + shares["skip_last"] > 1 - STEADY_STATE_MIN_MEASURED:
+        total = shares["skip_first"] + shares["skip_last"]
+        check.error(path, f"skip_first + skip_last is {total:g}: at most {1 - STEADY_STATE_MIN_MEASURED:g}, so "
+                          f"that at least half of each point's requests are measured")
+    if repeats is not None and repeats > 1:
+        check.error(path, "leaves out the ramp of one load per point; with repeats each repeat ramps up and down "
+                          "again: give one of them (more requests_per_point instead of repeats)")
+    if until_stable is not None:
+        check.error(path, "needs a point's requests known before they are counted; until_stable decides as they "
+                          "come: give requests_per_point or duration_s")
+    if len(check.errors) != before:
+        return None
+    return shares if any(shares.values()) else None
+
+
 def _load(check, data, values, until_stable, workloads):
     """How each point's load arrives and what it must meet: the open loop's rates, burst
     shape and cap, the time per point, the SLO and the capacity search."""
@@ -766,6 +809,8 @@ def validate(data, catalog):
     until_stable = _until_stable(check, values["until_stable"]) if values.get("until_stable") is not None else None
     load = _load(check, data, values, until_stable, workloads)
     warmup_requests = check.positive_int("warmup_requests", values["warmup_requests"], minimum=0)
+    steady_state = (_steady_state(check, data["steady_state"], repeats, until_stable)
+                    if data.get("steady_state") is not None else None)
     exclude = _exclusions(check, values["exclude"])
     options = _options(check, values.get("options", {}))
 
@@ -797,6 +842,7 @@ def validate(data, catalog):
         options=options,
         repeats=repeats,
         until_stable=until_stable,
+        steady_state=steady_state,
         **load,
     )
 

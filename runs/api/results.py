@@ -237,6 +237,9 @@ class RequestRecordOut(Schema):
     error_kind: str
     error: str
     spec_verify_ct: int | None
+    send_lag: float | None = Field(description="open loop: seconds sent after its scheduled time; null: closed loop")
+    in_ramp: bool = Field(description="sent while the load ramped up or down (the sweep's steady_state): "
+                                      "not in the point's statistics")
 
 
 class RequestRecordList(Schema):

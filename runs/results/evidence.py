@@ -34,7 +34,7 @@ EVIDENCE_KEYS = ("validity", "validity_reasons", "n", *CI_KEYS, "simulated_time_
 SERVER_HISTOGRAMS = {"server_median_ttft_ms": "ttft_ms", "server_median_itl_ms": "itl_ms"}
 
 #: The RequestRecord columns sweepcore.metrics.request_samples reads.
-SAMPLE_FIELDS = ("point_id", "error_kind", "output_tokens", "chunk_offsets", "spec_verify_ct", "send_lag")
+SAMPLE_FIELDS = ("point_id", "error_kind", "output_tokens", "chunk_offsets", "spec_verify_ct", "send_lag", "in_ramp")
 
 
 def _get(point, name, default=None):

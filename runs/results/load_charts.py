@@ -88,7 +88,7 @@ SERVER_HOST = "127.0.0.1"
 
 POINT_FIELDS = (
     "id", "run_id", "position", "status", "reason",
-    "workload__name", "workload__kind", "workload__prompt", "workload__dataset_path",
+    "workload__name", "workload__kind", "workload__prompt", "workload__dataset_path", "extra",
     "prompt_tokens", "actual_prompt_tokens", "max_new_tokens", "concurrency",
     "request_rate", "burstiness", "from_search",
     "completed", "failed", "output_throughput",
@@ -346,25 +346,35 @@ def _reproduce(sweep, s, point):
         return None, "no command: the run's server never listened here (imported, or not launched)"
     if s.api is None:
         return None, f"no command: no engine adapter for {sweep.engine.kind!r}"
+    # The requests the point sent and left out as its ramp (the sweep's steady_state).
+    ramp = (point["extra"] or {}).get("ramp") or {"first": 0, "last": 0}
+    ramp_sent = bool(ramp["first"] or ramp["last"])
+    shares = (sweep.spec or {}).get("steady_state") or {}
     load = reproduce.PointLoad(
         base_url=s.base_url, api=s.api, model=sweep.llm.name,
         workload_kind=point["workload__kind"], max_tokens=point["max_new_tokens"],
-        num_requests=(point["completed"] or 0) + (point["failed"] or 0), concurrency=point["concurrency"],
+        num_requests=(point["completed"] or 0) + (point["failed"] or 0) + ramp["first"] + ramp["last"],
+        concurrency=point["concurrency"],
         request_rate=point["request_rate"], burstiness=point["burstiness"] or 1.0,
         ignore_eos=s.forced_by == "ignore_eos",
         prompt_tokens=point["prompt_tokens"] if point["prompt_tokens"] is not None else point["actual_prompt_tokens"],
         prompt=point["workload__prompt"] or "", dataset_path=point["workload__dataset_path"] or "",
-        tokenizer=sweep.llm.path,
+        tokenizer=sweep.llm.path, skip_first=shares.get("skip_first", 0.0) if ramp_sent else 0.0,
+        skip_last=shares.get("skip_last", 0.0) if ramp_sent else 0.0,
     )
     try:
         lines = {"loadtest": reproduce.command_line(reproduce.loadtest_argv(load)),
                  "vllm": reproduce.command_line(reproduce.vllm_bench_argv(load))}
     except ValueError as exc:
         return None, f"no command: {exc}"
+    notes = []
     if s.forced_by == "logit_bias":
-        return lines, ("the sweep forced the output length by banning end-of-generation tokens (logit_bias); "
-                       "these commands cannot, so answers may end early")
-    return lines, ""
+        notes.append("the sweep forced the output length by banning end-of-generation tokens (logit_bias); "
+                     "these commands cannot, so answers may end early")
+    if ramp_sent:
+        notes.append(f"vllm bench serve counts every request: its figures include the {ramp['first'] + ramp['last']} "
+                     f"this point left out as its ramp")
+    return lines, "; ".join(notes)
 
 
 def _tp_styles(series):

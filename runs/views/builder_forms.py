@@ -189,6 +189,12 @@ def set_option(data, key, value):
     set_key(data, "options", options or None)
 
 
+def set_steady_state(data, key, value):
+    shares = data.get("steady_state") if isinstance(data.get("steady_state"), dict) else {}
+    set_key(shares, key, value)
+    set_key(data, "steady_state", shares or None)
+
+
 def entries(data, key):
     return data.get(key) if isinstance(data.get(key), list) else []
 
@@ -479,6 +485,17 @@ def _load(data):
     if searched:
         hint = {capacity.REQUEST_RATE: "The capacity search picks the request rates (an open loop).",
                 capacity.CONCURRENCY: "The capacity search picks the concurrency levels (a closed loop)."}[searched]
+    shares = data.get("steady_state") if isinstance(data.get("steady_state"), dict) else {}
+    steady = [
+        Control(f"f-steady_state-{key}", f"steady_state.{key}", label,
+                lambda d, v, key=key: set_steady_state(d, key, parse_real(v)), value=number_text(shares.get(key)),
+                placeholder="0", hint=hint_text)
+        for key, label, hint_text in (
+            ("skip_first", "Leave out the first share of requests",
+             "e.g. 0.2: sent under the load while the batch fills, not in the statistics"),
+            ("skip_last", "Leave out the last share of requests", "e.g. 0.1: while the batch drains"),
+        )
+    ]
     return Section("Load", [
         Group([*controls, timing]),
         Group([
@@ -487,6 +504,7 @@ def _load(data):
             for key, label in (("max_new_tokens", "Max new tokens"), ("requests_per_point", "Requests per point"),
                                ("repeats", "Repeats of the load per point"), ("warmup_requests", "Warmup requests"))
         ]),
+        Group(steady),
     ], hint=hint)
 
 

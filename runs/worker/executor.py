@@ -769,6 +769,7 @@ class RunExecutor:
         sampler = servermetrics.GaugeSampler(self.server.base_url, adapter.server_metrics).start() if before else None
         log_start = process.log_size()
         loads, stops, text_of, sent = [], [], {}, 0
+        steady = self.spec.get("steady_state")
         thresholds = Thresholds.from_mapping(settings.SWEEPLAB_VALIDITY)
         host_before = hostload.snapshot()
         try:
@@ -778,6 +779,8 @@ class RunExecutor:
                 if until:
                     config.keep_going = keep_going_until_stable(until, thresholds.min_duration_s)
                 load = loadgen.run_load_sync(config)
+                if steady:  # the spec allows it with one load per point only
+                    metrics.mark_ramp(load.results, steady.get("skip_first", 0), steady.get("skip_last", 0))
                 for r in load.results:  # the indices of the point's requests continue across repeats
                     text_of[sent + r.index] = chunk[r.index % len(chunk)]
                     r.index += sent
@@ -824,10 +827,19 @@ class RunExecutor:
         if repeats > 1:
             summary["repeats"] = [repeat_figures(load, scale) for load in loads]
         against = self.spec.get("slo")
-        outcome = slo.evaluate(result.results, result.duration, against, time_scale=scale) if against else None
+        if against:
+            measured = [r for r in result.results if not metrics.in_ramp(r)]
+            seconds = metrics.measured_seconds(result.results) or result.duration
+            outcome = slo.evaluate(measured, seconds, against, time_scale=scale)
+        else:
+            outcome = None
         stored = metrics.to_model_time(summary, scale) if scale else summary
-        evidence = self.evidence(verdict, stored.get("intervals") or {}, scale,
-                                 self.stop_reason(count, repeats, until, stops), host)
+        stop_reason = self.stop_reason(count, repeats, until, stops)
+        if summary.get("ramp"):
+            ramp = summary["ramp"]
+            stop_reason += (f"; steady state: the first {ramp['first']} and last {ramp['last']} requests were sent "
+                            f"under the load but left out of the statistics (the ramp)")
+        evidence = self.evidence(verdict, stored.get("intervals") or {}, scale, stop_reason, host)
         if view is not None and scale:
             view = servermetrics.to_model_time(view, scale)
         self.store.store_point(point, status, reason, started, result, stored, prompt_tokens, evidence=evidence,

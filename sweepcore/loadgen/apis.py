@@ -85,6 +85,9 @@ class RequestResult:
     # A request that was never sent (connection refused) has the send_time of its attempt,
     # so its lag is how late it was attempted.
     send_lag: float | None = None
+    # Sent while the load ramped up or down (the spec's steady_state): kept with the
+    # point's requests, left out of its statistics (sweepcore.metrics.mark_ramp).
+    in_ramp: bool = False
 
     @property
     def ok(self) -> bool:

@@ -330,3 +330,70 @@ def test_stability_is_the_relative_half_width_once_there_are_enough_requests():
     assert metrics.stability("decode_tok_s", steady(12))[0] == approx(0.0)
     with pytest.raises(ValueError, match="until_stable cannot watch 'median_itl_ms'"):
         metrics.stability("median_itl_ms", steady(12))
+
+
+# --- steady state: the ramp left out ------------------------------------------------------
+
+
+def closed_loop_records():
+    """Ten requests of four tokens, one a second, each streaming its tokens 0.1 s apart
+    from 0.5 s after its send: sent at 0..9, ending at 0.8..9.8."""
+    return [rec(i, float(i), [0.5, 0.6, 0.7, 0.8], [1, 1, 1, 1], prompt=10) for i in range(10)]
+
+
+def test_mark_ramp_marks_the_first_and_last_shares_by_send_order():
+    records = closed_loop_records()
+    shuffled = records[5:] + records[:5]  # completion order is not send order
+    assert metrics.mark_ramp(shuffled, 0.2, 0.1) == (2, 1)
+    assert [r.in_ramp for r in records] == [True, True] + [False] * 7 + [True]
+    # Marking again with other shares clears the earlier marks.
+    assert metrics.mark_ramp(records, 0.0, 0.0) == (0, 0)
+    assert not any(r.in_ramp for r in records)
+
+
+def test_mark_ramp_keeps_at_least_one_request_measured():
+    records = closed_loop_records()[:1]
+    assert metrics.mark_ramp(records, 0.4, 0.1) == (0, 0)
+    assert not records[0].in_ramp
+
+
+def test_a_ramp_leaves_its_requests_out_of_the_statistics_and_rates_the_steady_window():
+    records = closed_loop_records()
+    records[0].chunk_offsets = [5.0, 5.1, 5.2, 5.3]  # the first request, in the ramp, was slow
+    records[9].error_kind, records[9].error = "http_error", "HTTP 500"  # so failed the last one
+    metrics.mark_ramp(records, 0.2, 0.1)
+    s = summarize(records, 100.0)
+    assert (s["completed"], s["failed"]) == (7, 0)
+    assert s["median_ttft_ms"] == approx(500.0)
+    assert s["ramp"] == {"first": 2, "last": 1}
+    # The window: the first measured send (2.0) to the last measured request's last token (8.8).
+    assert s["duration"] == approx(6.8)
+    # Tokens arriving inside it from every request: request 0's (5.0-5.3) are in it,
+    # request 1's (1.5-1.8) are not; requests 2..8 all; request 9 failed.
+    assert s["output_throughput"] == approx((4 + 7 * 4) / 6.8)
+    assert s["request_throughput"] == approx(8 / 6.8)  # requests 0 and 2..8 ended inside it
+    assert s["total_token_throughput"] == approx((8 * 10 + 32) / 6.8)
+    assert s["errors"] == {"http_error": {"count": 1, "example": "HTTP 500"}}  # the ramp's failure too
+
+
+def test_without_a_ramp_the_duration_given_stands():
+    records = closed_loop_records()
+    s = summarize(records, 20.0)
+    assert s["ramp"] is None and s["duration"] == 20.0
+    assert s["output_throughput"] == approx(40 / 20.0)
+    assert metrics.measured_seconds(records) is None
+
+
+def test_measured_seconds_scales_the_window_to_the_measured_requests():
+    records = closed_loop_records()
+    metrics.mark_ramp(records, 0.2, 0.1)
+    # Window 2.0 .. 8.8 holds the ends of requests 2..8 (7 of them); 7 requests are measured.
+    assert metrics.measured_seconds(records) == approx(6.8 * 7 / 7)
+    records[1].chunk_offsets = [0.5, 0.6, 0.7, 2.5]  # a ramp request that now ends inside it
+    assert metrics.measured_seconds(records) == approx(6.8 * 7 / 8)
+
+
+def test_ramp_requests_are_no_samples_for_comparisons():
+    records = closed_loop_records()
+    metrics.mark_ramp(records, 0.2, 0.1)
+    assert len(metrics.request_samples("median_tpot_ms", records)) == 7

@@ -99,3 +99,11 @@ def test_fixed_and_dataset_workloads():
         vllm_bench_argv(replace(fibonacci, prompt_tokens=None))
     with pytest.raises(ValueError, match="unknown workload kind"):
         loadtest_argv(replace(OPEN_LOOP, workload_kind="trace"))
+
+
+def test_a_point_that_left_its_ramp_out_says_so_to_loadtest_only():
+    steady = replace(OPEN_LOOP, request_rate=None, skip_first=0.2, skip_last=0.1)
+    loadtest = options(loadtest_argv(steady))
+    assert (loadtest["--skip-first"], loadtest["--skip-last"]) == ("0.2", "0.1")
+    assert "--skip-first" not in options(vllm_bench_argv(steady))
+    assert "--skip-first" not in options(loadtest_argv(OPEN_LOOP))

@@ -150,3 +150,32 @@ def test_a_search_whose_prompt_cannot_fit_the_context_is_a_plan_warning():
     spec = validate(load_yaml(text + "slo: {ttft_p99_ms: 2000}\n" + SEARCH + "\n"), demo_catalog())
     (warning,) = plan(spec, demo_catalog()).warnings
     assert warning.startswith("search: every probe would be skipped by the context cap: 32700 + 256 + 16 > 32768")
+
+
+def test_steady_state_shares_are_kept_and_round_trip():
+    spec = spec_of("steady_state: {skip_first: 0.2, skip_last: 0.1}")
+    assert spec.steady_state == {"skip_first": 0.2, "skip_last": 0.1}
+    assert round_trips(spec).to_dict()["steady_state"] == {"skip_first": 0.2, "skip_last": 0.1}
+    assert spec_of("steady_state: {skip_first: 0.25}").steady_state == {"skip_first": 0.25, "skip_last": 0.0}
+    assert "steady_state" not in spec_of("steady_state: {skip_first: 0, skip_last: 0}").to_dict()
+
+
+@pytest.mark.parametrize("lines, expected", [
+    (["steady_state: 0.2"], "steady_state: expected a mapping such as {skip_first: 0.2, skip_last: 0.1}, got 0.2"),
+    (["steady_state: {skip_frist: 0.2}"],
+     "steady_state.skip_frist: unknown field (did you mean 'skip_first'?); expected one of skip_first, skip_last"),
+    (["steady_state: {skip_first: 1}"],
+     "steady_state.skip_first: expected a share of the point's requests, at least 0 and below 1 (0.2 for 20 %), got 1"),
+    (["steady_state: {skip_first: 0.4, skip_last: 0.2}"],
+     "steady_state: skip_first + skip_last is 0.6: at most 0.5, so that at least half of each point's requests "
+     "are measured"),
+    (["steady_state: {skip_first: 0.2}", "repeats: 3"],
+     "steady_state: leaves out the ramp of one load per point; with repeats each repeat ramps up and down again: "
+     "give one of them (more requests_per_point instead of repeats)"),
+    (["steady_state: {skip_first: 0.2}",
+      "until_stable: {metric: decode_tok_s, rel_ci: 0.05, min_requests: 5, max_requests: 50}"],
+     "steady_state: needs a point's requests known before they are counted; until_stable decides as they come: "
+     "give requests_per_point or duration_s"),
+])
+def test_steady_state_mistakes_are_named_with_their_field(lines, expected):
+    assert expected in errors_of(*lines)

@@ -377,6 +377,21 @@ def test_repeats_pool_their_requests_into_one_point_and_keep_each_repeats_figure
 
 
 @pytest.mark.slow
+def test_a_steady_state_point_keeps_its_ramp_requests_apart(catalog):
+    sweep = run_inline(spec(workloads=["fibonacci"], concurrency=[2], requests_per_point=10,
+                            steady_state={"skip_first": 0.2, "skip_last": 0.1}))
+    point = Run.objects.get(sweep=sweep).points.get()
+    assert point.status == "ok" and point.completed == 7 and point.requests.count() == 10
+    # The first two sent and the last one sent: kept, marked, out of the statistics.
+    by_send = list(point.requests.order_by("send_time", "index").values_list("in_ramp", flat=True))
+    assert by_send == [True, True] + [False] * 7 + [True]
+    assert point.extra["ramp"] == {"first": 2, "last": 1}
+    assert point.stop_reason == ("requests_per_point: 10; steady state: the first 2 and last 1 requests were sent "
+                                 "under the load but left out of the statistics (the ramp)")
+    assert point.output_throughput > 0 and point.duration > 0
+
+
+@pytest.mark.slow
 def test_until_stable_stops_early_on_a_steady_server(catalog):
     # The interval is narrow after a few requests; the rule also waits for the verdict's
     # 1 s window, which at this time scale takes a few dozen.

@@ -77,3 +77,21 @@ def test_all_failed_point_exits_1_with_errors_listed():
         assert s["errors"]["context_overflow"]["count"] == 2
         assert s["mean_ttft_ms"] is None
         assert "Traceback" not in r.stderr
+
+
+@pytest.mark.slow
+def test_the_ramp_left_out_is_counted_apart_and_bad_shares_are_refused():
+    with stub("--ttft-ms", "3", "--itl-ms", "1") as url:
+        args = ["--base-url", url, "--api", "sglang-generate", "--workload", "fibonacci", "--max-tokens", "8",
+                "--concurrency", "2", "--num-requests", "10"]
+        out = StringIO()
+        call_command("loadtest", *args, "--skip-first", "0.2", "--skip-last", "0.1", "--json", stdout=out)
+        s = json.loads(out.getvalue())
+        assert s["ramp"] == {"first": 2, "last": 1} and s["completed"] == s["n"] == 7
+        out = StringIO()
+        call_command("loadtest", *args, "--skip-first", "0.2", stdout=out)
+        assert "Left out as the ramp (requests)" in out.getvalue()
+        with pytest.raises(CommandError, match="--skip-first must be a share at least 0 and below 1, not 1.5"):
+            call_command("loadtest", *args, "--skip-first", "1.5", stdout=StringIO())
+        with pytest.raises(CommandError, match=r"--skip-first \+ --skip-last must be at most 0.5"):
+            call_command("loadtest", *args, "--skip-first", "0.3", "--skip-last", "0.3", stdout=StringIO())

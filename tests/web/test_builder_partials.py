@@ -478,3 +478,16 @@ def test_a_spec_with_every_load_field_survives_form_yaml_form(operator, client, 
         fields = {k: v for k, v in posted(form).items() if k.startswith("f-")}
         assert {k: v for k, v in posted(again).items() if k.startswith("f-")} == fields
         assert data_of(client, posted(again))["valid"]
+
+
+def test_the_steady_state_shares_are_drawn_written_and_checked_at_their_fields(operator, client):
+    html = builder_from(client, {**ONE_SHAPE, "steady_state": {"skip_first": 0.2}})
+    assert 'id="f-steady_state-skip_first" name="f-steady_state-skip_first" value="0.2"' in html
+    data = data_of(client, posted(html, **{"f-steady_state-skip_first": "0.25", "f-steady_state-skip_last": "0.1"}))
+    assert data["valid"], data["errors"]
+    assert data["data"]["steady_state"] == {"skip_first": 0.25, "skip_last": 0.1}
+    emptied = data_of(client, posted(html, **{"f-steady_state-skip_first": ""}))
+    assert "steady_state" not in emptied["data"]
+    answer = preview(client, posted(html, **{"f-steady_state-skip_first": "1.5"}))
+    assert "expected a share of the point&#x27;s requests, at least 0 and below 1 (0.2 for 20 %), got 1.5" in slot(
+        answer, "fe-steady_state-skip_first")

@@ -280,7 +280,7 @@ def test_requests_jsonl_has_one_line_per_record(catalog, viewer, client):
     first = records[0]
     assert {"point_id", "run_id", "index", "send_time", "chunk_offsets", "chunk_tokens", "prompt_tokens",
             "output_tokens", "token_count_source", "finish_reason", "http_status", "error_kind", "error",
-            "spec_verify_ct", "send_lag"} == set(first)
+            "spec_verify_ct", "send_lag", "in_ramp"} == set(first)
     assert first["chunk_offsets"] == [0.1, 0.2] and first["http_status"] == 200
     point_ids = set(Point.objects.filter(run__sweep=sweep).values_list("id", flat=True))
     assert {r["point_id"] for r in records} == point_ids

@@ -22,6 +22,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from sweepcore import hostload, loadgen, metrics, prompts, validity
+from sweepcore.spec import STEADY_STATE_MIN_MEASURED
 
 
 def _preflight(base_url: str) -> None:
@@ -94,6 +95,8 @@ def render_table(s: dict) -> str:
         ci = s.get(f"{m}_ci")
         if ci:
             lines.append(f"{'95 % CI ' + m:<34}{_fmt(ci[0]):>14} – {_fmt(ci[1])}")
+    if s.get("ramp"):
+        lines.append(f"{'Left out as the ramp (requests)':<34}{s['ramp']['first']:>8} first, {s['ramp']['last']} last")
     lines.append(f"{'Client bound':<34}{_fmt(s['client_bound']):>14}")
     lines.append(f"{'Event-loop lag p99 (ms)':<34}{_fmt(s['event_loop_lag_p99_ms']):>14}")
     for kind, e in (s["errors"] or {}).items():
@@ -123,6 +126,9 @@ class Command(BaseCommand):
         p.add_argument("--request-rate", type=float, default=None)
         p.add_argument("--burstiness", type=float, default=1.0)
         p.add_argument("--warmup", type=int, default=0)
+        p.add_argument("--skip-first", type=float, default=0.0,
+                       help="share of the requests (by send order) sent but left out of the statistics: the ramp up")
+        p.add_argument("--skip-last", type=float, default=0.0, help="likewise at the end: the ramp down")
         p.add_argument("--ignore-eos", action="store_true")
         p.add_argument("--seed", type=int, default=0)
         p.add_argument("--api-key", default=None)
@@ -134,6 +140,13 @@ class Command(BaseCommand):
     def handle(self, *args, **o):
         if o["concurrency"] < 1 or o["num_requests"] < 1 or o["max_tokens"] < 1:
             raise CommandError("--concurrency, --num-requests and --max-tokens must be >= 1")
+        for flag in ("skip_first", "skip_last"):
+            if not 0 <= o[flag] < 1:
+                name = flag.replace("_", "-")
+                raise CommandError(f"--{name} must be a share at least 0 and below 1, not {o[flag]:g}")
+        if o["skip_first"] + o["skip_last"] > 1 - STEADY_STATE_MIN_MEASURED:
+            raise CommandError(f"--skip-first + --skip-last must be at most {1 - STEADY_STATE_MIN_MEASURED:g}: "
+                               f"at least half of the requests are measured")
         base = o["base_url"]
         _preflight(base)
         api = o["api"]
@@ -194,6 +207,8 @@ class Command(BaseCommand):
         except ValueError as e:
             raise CommandError(str(e)) from None
         host = hostload.host_load(before, hostload.snapshot(), own_pids={os.getpid()})
+        if o["skip_first"] or o["skip_last"]:
+            metrics.mark_ramp(result.results, o["skip_first"], o["skip_last"])
         summary = result.summary(prompt_tokens_fallback=fallback)
         verdict = validity.judge(
             result.results, summary, thresholds=validity.Thresholds.from_mapping(settings.SWEEPLAB_VALIDITY),
