@@ -15,8 +15,11 @@ time per probe -- the grid is counted, not run (it would take 10x longer to run)
 search's probes at high concurrency are its most expensive, so that estimate favours the
 search less than a grid run would.
 
-Usage: ``python bench/search_cost.py [--scale 0.2] [--duration 15] [--quick]`` (~2 min;
-``--quick``: one configuration, ~30 s). Loopback only.
+Each probe leaves its ramp out of its statistics as the spec's ``steady_state`` does
+(``--skip-first 0.2 --skip-last 0.1``; 0 and 0 measure every request).
+
+Usage: ``python bench/search_cost.py [--scale 0.2] [--duration 40] [--quick]`` (~5 min;
+``--quick``: one configuration and SLO, ~40 s). Loopback only.
 """
 
 from __future__ import annotations
@@ -34,9 +37,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from simengine import model  # noqa: E402
-from sweepcore import capacity, slo  # noqa: E402
+from sweepcore import capacity, metrics, slo  # noqa: E402
 from sweepcore.loadgen import LoadConfig, run_load_sync  # noqa: E402
-from sweepcore.metrics import percentile, request_tpot  # noqa: E402
 from sweepcore.prompts import FIBONACCI_PROMPT  # noqa: E402
 from sweepcore.server import ServerProcess, free_port  # noqa: E402
 
@@ -67,24 +69,33 @@ def simengine(flags, scale, log_dir):
     return server, url
 
 
-def probe(url, concurrency, limits, scale, duration):
-    """One probe: a closed loop at `concurrency` for `duration` model seconds, judged as a point."""
+def probe(url, concurrency, limits, scale, duration, skip):
+    """One probe: a closed loop at `concurrency` for `duration` model seconds, its ramp
+    (`skip`: the shares left out at each end, as the spec's steady_state) left out, judged
+    as the executor judges a point."""
     load = run_load_sync(LoadConfig(
         base_url=url, api="sglang-generate", prompts=[FIBONACCI_PROMPT], max_tokens=OUTPUT_TOKENS,
         concurrency=concurrency, duration=duration * scale, extra_body={"ignore_eos": True}))
-    outcome = slo.evaluate(load.results, load.duration, limits, time_scale=scale)
-    output = sum(r.output_tokens for r in load.results if r.ok) / load.duration * scale
-    tpot = percentile([t for t in (request_tpot(r) for r in load.results) if t is not None], 50)
+    metrics.mark_ramp(load.results, *skip)
+    summary = metrics.summarize(load.results, load.duration)
+    measured = [r for r in load.results if not metrics.in_ramp(r)]
+    outcome = slo.evaluate(measured, metrics.measured_seconds(load.results) or load.duration, limits,
+                           time_scale=scale)
     found = capacity.Probe(load=concurrency, meets_slo=bool(outcome.slo_met), goodput=outcome.goodput,
-                           output_throughput=output, server_failed=not any(r.ok for r in load.results))
-    return found, load.duration / scale, (tpot or 0) / scale * 1000
+                           output_throughput=summary["output_throughput"] * scale,
+                           server_failed=not any(r.ok for r in load.results))
+    return found, load.duration / scale, (summary["median_tpot_ms"] or 0) / scale
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--scale", type=float, default=0.2, help="simengine's time scale (default 0.2)")
-    parser.add_argument("--duration", type=float, default=15.0, help="model seconds per probe (default 15)")
+    parser.add_argument("--duration", type=float, default=40.0, help="model seconds per probe (default 40)")
     parser.add_argument("--cooldown", type=float, default=2.0, help="model seconds between probes (default 2)")
+    parser.add_argument("--skip-first", type=float, default=0.2,
+                        help="share of each probe's requests left out at its start (default 0.2; 0 keeps them)")
+    parser.add_argument("--skip-last", type=float, default=0.1,
+                        help="share left out at its end (default 0.1)")
     parser.add_argument("--quick", action="store_true", help="one configuration and SLO")
     args = parser.parse_args()
     spec = capacity.parse_search(SEARCH)
@@ -101,7 +112,8 @@ def main():
                 for slo_name, limits in list(SLOS.items())[:1 if args.quick else None]:
                     probes, seconds, started = [], [], time.monotonic()
                     while (load := capacity.next_load(spec, probes)) is not None:
-                        found, window, tpot_ms = probe(url, int(load), limits, args.scale, args.duration)
+                        found, window, tpot_ms = probe(url, int(load), limits, args.scale, args.duration,
+                                                       (args.skip_first, args.skip_last))
                         probes.append(found)
                         seconds.append(window + args.cooldown)
                         print(f"  {name:<17} {slo_name:<5} c={int(load):<4} TPOT {tpot_ms:6.1f} ms  "
@@ -116,7 +128,8 @@ def main():
                 server.stop()
     grid = capacity.grid_probes(spec)
     print(f"\nSearch over concurrency {spec.low}..{spec.high}, resolution {spec.resolution:g}; "
-          f"{args.duration:g} model s per probe + {args.cooldown:g} s cool-down; simengine at {args.scale:g}x, "
+          f"{args.duration:g} model s per probe + {args.cooldown:g} s cool-down; ramp left out: first "
+          f"{args.skip_first:g}, last {args.skip_last:g}; simengine at {args.scale:g}x, "
           f"{OUTPUT_TOKENS} output tokens, SLO medians")
     print(f"{'configuration':<17} {'SLO':<5} {'found':>5} {'known':>5} {'probes':>6} {'model min':>9} "
           f"{'grid probes':>11} {'grid min*':>9} {'grid/search':>11} {'wall s':>6}")
