@@ -37,7 +37,8 @@ workloads exist), which the caller builds from the database (``benchmarks.catalo
     exclude:
       - {method: ddtree, budget: 64, tp: 1}
     options: {retry_quarantined: false, context_margin_tokens: 16, retries: 0,
-              stall_timeout_s: 60, first_token_timeout_s: 600}
+              stall_timeout_s: 60, first_token_timeout_s: 600,
+              cooldown_s: 2}        # seconds between two probes of a capacity search
 """
 
 import difflib
