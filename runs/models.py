@@ -181,6 +181,10 @@ class Point(Curated):
     )
     stop_reason = models.CharField(max_length=300, blank=True, help_text="Why the point stopped sending requests.")
     host_load = models.JSONField(default=dict, blank=True, help_text="Other processes beside the measurement.")
+    co_runs = models.JSONField(
+        default=list, blank=True,
+        help_text="Other runs that held GPUs of the same host while this point was measured (options.packing: pack).",
+    )
     # The server's own view of the point (sweepcore.servermetrics.point_view): counter
     # deltas, gauge maxima, histogram medians, speculative counters; {} where it has none.
     server_metrics = models.JSONField(
@@ -289,10 +293,43 @@ class TelemetrySample(models.Model):
         ]
 
 
+class GpuLease(models.Model):
+    """One GPU of a host held by one run, from ``leased_at`` until ``released_at`` (null while
+    it is held). A run leases its GPUs before preflight and gives them back at teardown; the
+    leases of a run whose worker stopped heartbeating are taken back by the next worker that
+    needs the GPUs. The rows are kept: they are the record of which run held which GPU
+    when (the sweep's Gantt chart; the proof that no GPU was ever held twice at once)."""
+
+    host = models.ForeignKey("benchmarks.Host", on_delete=models.CASCADE, related_name="gpu_leases")
+    gpu_index = models.PositiveSmallIntegerField()
+    run = models.ForeignKey(Run, on_delete=models.CASCADE, related_name="gpu_leases")
+    worker = models.CharField(max_length=200)
+    leased_at = models.DateTimeField()
+    released_at = models.DateTimeField(null=True, blank=True)
+    release_reason = models.CharField(max_length=300, blank=True)
+
+    class Meta:
+        constraints = [
+            # The lease itself: of two workers inserting a live lease on one GPU, the database
+            # lets exactly one succeed (RunStore.lease_gpus).
+            models.UniqueConstraint(fields=["host", "gpu_index"], condition=Q(released_at__isnull=True),
+                                    name="gpulease_one_live_per_gpu"),
+        ]
+        indexes = [
+            # The sweep's Gantt chart and a run's own leases: leases by run, in time.
+            models.Index(fields=["run", "leased_at"], name="gpulease_run_idx"),
+        ]
+
+    def __str__(self):
+        return f"GPU {self.gpu_index} of {self.host_id} for run {self.run_id}"
+
+
 class RunEventKind(models.TextChoices):
     PLANNED = "planned", "Planned"
     QUEUED = "queued", "Queued"
     CLAIMED = "claimed", "Claimed by a worker"
+    WAITING_FOR_GPUS = "waiting_for_gpus", "Waiting for GPUs"
+    GPUS_LEASED = "gpus_leased", "GPUs leased"
     PREFLIGHT_OK = "preflight_ok", "Preflight passed"
     PREFLIGHT_FAILED = "preflight_failed", "Preflight failed"
     LAUNCHED = "launched", "Server launched"

@@ -154,6 +154,21 @@ class Req:
 # --------------------------------------------------------------------------- engine
 
 
+def visible_devices(value: Optional[str], host_gpus: int) -> Optional[List[int]]:
+    """The host's GPU indices a ``CUDA_VISIBLE_DEVICES`` value makes visible, in its order,
+    cut at the first index the host does not have or that is not a number (CUDA ignores
+    the rest); None when the variable is unset (every GPU is visible)."""
+    if value is None:
+        return None
+    seen: List[int] = []
+    for part in value.split(","):
+        part = part.strip()
+        if not part.isdigit() or int(part) >= host_gpus or int(part) in seen:
+            break
+        seen.append(int(part))
+    return seen
+
+
 class Engine:
     def __init__(self, args, sim, profile: Dict[str, Any], log: SimLogger):
         self.args = args
@@ -162,7 +177,11 @@ class Engine:
         self.log = log
         self.scale = float(sim.time_scale)
         self.tp = int(args.tp_size)
-        self.gpus = int(sim.gpus if sim.gpus is not None else profile["gpu"].get("count", 8))
+        host_gpus = int(sim.gpus if sim.gpus is not None else profile["gpu"].get("count", 8))
+        # As CUDA does: the process sees exactly the GPUs CUDA_VISIBLE_DEVICES names (renumbered
+        # from 0), up to the first that the host does not have.
+        self.visible_devices = visible_devices(os.environ.get("CUDA_VISIBLE_DEVICES"), host_gpus)
+        self.gpus = len(self.visible_devices) if self.visible_devices is not None else host_gpus
         self.method = M.norm_method(args.speculative_algorithm)
         self.spec = self.method != "none"
         self.spec_params = {
@@ -795,6 +814,7 @@ class HttpApi:
             "time_scale": e.scale,
             "seed": e.sim.seed,
             "gpus": e.gpus,
+            "visible_devices": e.visible_devices,
             "faults": [f"{k}:{v}" if v is not None else k for k, v in e.sim.fault],
             "crash_rules": e.faults.rules_applied,
         }

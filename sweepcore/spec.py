@@ -38,7 +38,8 @@ workloads exist), which the caller builds from the database (``benchmarks.catalo
       - {method: ddtree, budget: 64, tp: 1}
     options: {retry_quarantined: false, context_margin_tokens: 16, retries: 0,
               stall_timeout_s: 60, first_token_timeout_s: 600,
-              cooldown_s: 2}        # seconds between two probes of a capacity search
+              cooldown_s: 2,        # seconds between two probes of a capacity search
+              packing: exclusive}   # or pack: several runs share a host, each on its own GPUs
 """
 
 import difflib
@@ -48,6 +49,7 @@ import yaml
 
 from sweepcore import capacity, slo
 from sweepcore.files import FileProblem, read_text
+from sweepcore.gpus import PACKING
 from sweepcore.methods import METHOD_PARAMS, METHODS, PARAM_NAMES, config_label
 from sweepcore.metrics import STABLE_METRICS
 
@@ -153,6 +155,9 @@ OPTION_DEFAULTS = {
     "first_token_timeout_s": 600,
     # Seconds of quiet between two probes of a capacity search (the server drains).
     "cooldown_s": 2,
+    # exclusive: one run per host at a time (it leases every GPU); pack: a run leases its
+    # TP's GPUs, and a host runs as many at once as its GPUs allow (sweepcore.gpus).
+    "packing": "exclusive",
 }
 
 #: The open loop's cap on requests in flight when the spec gives no max_concurrency: the
@@ -645,6 +650,11 @@ def _options(check, value):
             parsed = check.positive_int(f"options.{key}", value[key], minimum=minimum)
             if parsed is not None:
                 options[key] = parsed
+    if "packing" in value:
+        if value["packing"] in PACKING:
+            options["packing"] = value["packing"]
+        else:
+            check.error("options.packing", f"expected one of {', '.join(PACKING)}, got {describe(value['packing'])}")
     if "cooldown_s" in value:
         cooldown = value["cooldown_s"]
         if isinstance(cooldown, bool) or not isinstance(cooldown, (int, float)) or not 0 <= cooldown < float("inf"):

@@ -147,6 +147,8 @@ class PointBase(Schema):
     simulated_time_scale: float | None = Field(
         description="measured on a simulator at this × real time, stored in model time; null: real time")
     stop_reason: str
+    co_runs: list[int] = Field(description="other runs that held GPUs of the same host while this point was "
+                                           "measured (a packed sweep); [] when it had the host to itself")
     server_metrics: dict = Field(
         description="the server's own view of the point: its /metrics, deltas over the point (counters, gauge "
                     "maxima, histogram medians with their bucket, speculative counters); {} where it has none")

@@ -22,11 +22,12 @@ from sweepcore import metrics
 from sweepcore.validity import Thresholds
 
 #: The Point columns the evidence is built from (``.values(*EVIDENCE_VALUES)``).
-EVIDENCE_VALUES = ("validity", "validity_reasons", "completed", "intervals", "simulated_time_scale", "stop_reason")
+EVIDENCE_VALUES = ("validity", "validity_reasons", "completed", "intervals", "simulated_time_scale", "stop_reason",
+                   "co_runs")
 #: The ``<m>_ci`` keys, in INTERVAL_METRICS order.
 CI_KEYS = tuple(f"{m}_ci" for m in metrics.INTERVAL_METRICS)
 #: The keys point_evidence adds to a point's JSON, in order.
-EVIDENCE_KEYS = ("validity", "validity_reasons", "n", *CI_KEYS, "simulated_time_scale", "stop_reason")
+EVIDENCE_KEYS = ("validity", "validity_reasons", "n", *CI_KEYS, "simulated_time_scale", "stop_reason", "co_runs")
 
 #: The point columns that are a median the server took from its own histogram, with that
 #: histogram's key in the point's ``server_metrics`` view (sweepcore.servermetrics), whose
@@ -78,6 +79,7 @@ def point_evidence(point):
         **metrics.ci_fields(_get(point, "intervals")),
         "simulated_time_scale": _get(point, "simulated_time_scale"),
         "stop_reason": _get(point, "stop_reason") or "",
+        "co_runs": list(_get(point, "co_runs") or []),
     }
 
 

@@ -81,8 +81,8 @@ def csv_row(row):
         lo_hi = flat.pop(key)
         flat[f"{key}_lo"], flat[f"{key}_hi"] = lo_hi if lo_hi else (None, None)
     flat["validity_reasons"] = reasons_text(flat["validity_reasons"])
-    for key in ("slo_checks", "send_based", "server_metrics"):
-        flat[key] = flat[key] or None  # nothing to say: an empty cell, not "{}"
+    for key in ("slo_checks", "send_based", "server_metrics", "co_runs"):
+        flat[key] = flat[key] or None  # nothing to say: an empty cell, not "{}" or "[]"
     return [_csv_value(flat[c]) for c in CSV_COLUMNS]
 
 

@@ -35,6 +35,7 @@ OPTION_FIELDS = (
     ("cooldown_s", "Cooldown between search probes (s)"),
 )
 RETRY_CHOICES = (("no", "skip them"), ("all", "retry them all"), ("some", "retry the ones ticked in the plan"))
+PACKING_CHOICES = (("exclusive", "one run per host at a time"), ("pack", "several runs per host, each on its own GPUs"))
 LISTS = ("methods", "workloads", "exclude", "slo")  # what the form adds to and removes from (slo: a mapping)
 NOT_EDITABLE = "{path} is not in a form the form can edit: edit it in the YAML view."
 CLOSED_LOOP, OPEN_LOOP = "closed", "open"
@@ -715,10 +716,18 @@ def _options(data):
         parse = parse_real if key == "cooldown_s" else parse_number  # a cooldown may be a fraction of a second
         return lambda d, v: set_option(d, key, parse(v))
 
+    def write_packing(d, v):
+        if v == OPTION_DEFAULTS["packing"] and "packing" not in options:
+            return  # the default, left alone: nothing written
+        set_option(d, "packing", v or None)
+
     retry_value = "all" if retry is True else "some" if isinstance(retry, list) and retry else "no"
     return Section("Options", [Group([
         Control("f-retry_quarantined", "options.retry_quarantined", "Quarantined configurations", write_retry,
                 value=retry_value, kind="select", choices=list(RETRY_CHOICES)),
+        Control("f-option-packing", "options.packing", "Runs on a host", write_packing,
+                value=text(options.get("packing", OPTION_DEFAULTS["packing"])), kind="select",
+                choices=list(PACKING_CHOICES)),
         *(Control(f"f-option-{key}", f"options.{key}", label, write(key), value=number_text(options.get(key)),
                   placeholder=text(OPTION_DEFAULTS[key]))
           for key, label in OPTION_FIELDS),

@@ -30,6 +30,7 @@ from runs.worker.store import RunStore
 from sweepcore import (
     capacity,
     failures,
+    gpus,
     hostload,
     loadgen,
     metrics,
@@ -55,6 +56,8 @@ log = logging.getLogger(__name__)
 HEARTBEAT_S = 5
 WARMUP_MAX_TOKENS = 16
 GPU_RELEASE_TIMEOUT_S = 60
+# Seconds between two tries to lease GPUs held by other runs.
+GPU_LEASE_POLL_S = float(os.environ.get("SWEEPLAB_GPU_LEASE_POLL_S", 2))
 # Launches in all when the port picked is taken before the server binds it.
 PORT_ATTEMPTS = 3
 # Measurements in all of a capacity probe the verdicts call invalid.
@@ -269,6 +272,7 @@ class RunExecutor:
         self.heartbeat = None
         self.sampler = None
         self.metrics_unreadable = False  # said once per run
+        self.leased = []  # the GPUs of the host this run holds (RunStore.lease_gpus)
 
     # claim and heartbeat -------------------------------------------------------------
 
@@ -282,6 +286,8 @@ class RunExecutor:
         # A takeover: the previous worker died, its server may live on.
         if previous and kill_leftover(previous, self.run.argv):
             self.store.event(RunEventKind.RESUMED, f"killed the server (pid {previous}) left by the previous worker")
+        # Its earlier leases went with that server: this worker leases again.
+        self.store.release_gpus(f"taken over by {self.worker_id}")
         return True
 
     def start_heartbeat(self):
@@ -336,6 +342,7 @@ class RunExecutor:
         self.start_heartbeat()
         attempts = 1 + int(self.options.get("retries", 0))
         try:
+            self.lease_gpus()
             if run.started_at is None:
                 store.set_run(started_at=timezone.now())
             try:
@@ -363,6 +370,8 @@ class RunExecutor:
             return RunStatus.FAILED
         finally:
             self.teardown()
+            if self.leased and store.release_gpus("teardown"):
+                store.event(RunEventKind.TEARDOWN, f"GPU(s) {gpus.visible_devices(self.leased)} given back")
             self.stop_heartbeat()
             refresh_sweep_status(run.sweep_id)
 
@@ -423,6 +432,51 @@ class RunExecutor:
         if failure.deterministic:
             self.store.quarantine(failure)
 
+    # GPU leases --------------------------------------------------------------------------
+
+    def lease_gpus(self):
+        """Lease the run's GPUs on its host before anything else: every GPU under
+        options.packing exclusive (one run per host at a time), its TP's under pack.
+        While they are held by other runs, or another waiting run comes first, wait (saying
+        so once per change), ready to stop at a cancel."""
+        host = self.run.sweep.host
+        packing = self.options.get("packing", gpus.EXCLUSIVE)
+        count = gpus.gpus_needed(packing, self.run.tp, host.gpu_count)
+        if not count:
+            return
+        said = None
+        while True:
+            answer = self.store.lease_gpus(count)
+            if answer.taken_back:
+                self.store.event(RunEventKind.WAITING_FOR_GPUS,
+                                 f"took back {answer.taken_back} GPU lease(s) of host {host.name} from runs that "
+                                 f"no longer run (their worker stopped heartbeating, or they ended)")
+            if answer.gpus is not None:
+                break
+            words = self.waiting_words(host, count, answer)
+            if words != said:
+                self.store.event(RunEventKind.WAITING_FOR_GPUS, words)
+                said = words
+            self.check_boundary()
+            time.sleep(GPU_LEASE_POLL_S)
+        self.leased = answer.gpus
+        how = "every GPU of the host (packing: exclusive)" if packing == gpus.EXCLUSIVE else f"TP{self.run.tp}"
+        self.store.event(RunEventKind.GPUS_LEASED, f"GPU(s) {gpus.visible_devices(self.leased)} of host {host.name} "
+                                                  f"leased: {how}", gpus=self.leased)
+
+    @staticmethod
+    def waiting_words(host, count, answer):
+        if answer.behind is not None:
+            return f"waiting for {count} GPU(s) of host {host.name}: run {answer.behind} waits for its GPUs first"
+        holders = sorted(set(answer.held.values()))
+        free = host.gpu_count - len(answer.held)
+        held_by = f"held by run(s) {', '.join(str(r) for r in holders)}" if holders else "taken by another run"
+        return f"waiting for {count} GPU(s) of host {host.name}: {free} free, the others {held_by}"
+
+    def run_gpus(self):
+        """The GPUs the server runs on: the first TP of those leased."""
+        return self.leased[:self.run.tp]
+
     # preflight ---------------------------------------------------------------------------
 
     def preflight(self):
@@ -458,14 +512,15 @@ class RunExecutor:
             raise PreflightFailed(FailureKind.PREFLIGHT, f"TP{run.tp} needs {run.tp} GPUs; host {host.name} has {host.gpu_count}")
         checked.append(f"TP{run.tp} fits host {host.name}'s {host.gpu_count} GPU(s)")
         if host.gpu_count and engine.kind != "simulated":
+            used = self.run_gpus()
             try:
-                busy = telemetry.busy_gpus(range(run.tp))
+                busy = telemetry.busy_gpus(used)
             except telemetry.NvmlUnavailable as exc:
                 raise PreflightFailed(FailureKind.PREFLIGHT, f"cannot check that the GPUs are idle: {exc}") from None
             if busy:
                 listed = ", ".join(f"pid {p.pid} on GPU {p.gpu_index}" for p in busy)
                 raise PreflightFailed(FailureKind.PREFLIGHT, f"GPUs are not idle: {listed}; stop those processes or wait")
-            checked.append(f"GPU(s) {', '.join(str(g) for g in range(run.tp))} idle (NVML)")
+            checked.append(f"GPU(s) {', '.join(str(g) for g in used)} idle (NVML)")
         elif host.gpu_count:
             checked.append("GPUs not checked: a simulated engine uses none")
         else:
@@ -515,13 +570,17 @@ class RunExecutor:
             raise LaunchRefused(f"engine {sweep.engine.name} cannot launch this configuration: {exc}") from None
         log_path = Path(settings.DATA_DIR) / "logs" / f"sweep-{sweep.pk}" / f"run-{run.pk}-{run.config_label.replace(' ', '_')}.log"
         env = {**os.environ, **(sweep.engine.env or {})}
-        gpus = list(range(run.tp)) if sweep.host.gpu_count and sweep.engine.kind != "simulated" else []
-        if gpus:
-            env["CUDA_VISIBLE_DEVICES"] = ",".join(str(g) for g in gpus)
+        used = self.run_gpus()
+        if used:  # a simulated engine is told too: simengine pretends to have exactly these
+            env["CUDA_VISIBLE_DEVICES"] = gpus.visible_devices(used)
         process = ServerProcess(argv, log_path, env=env, cwd=settings.BASE_DIR).start()
-        self.server = Server(process, f"http://127.0.0.1:{port}", port, gpus)
+        # NVML (telemetry, idle checks) looks at real GPUs only.
+        watched = used if sweep.engine.kind != "simulated" else []
+        self.server = Server(process, f"http://127.0.0.1:{port}", port, watched)
         self.store.set_run(argv=argv, port=port, pid=process.pid, log_path=str(log_path))
-        self.store.event(RunEventKind.LAUNCHED, " ".join(argv), pid=process.pid, port=port)
+        visible = f"CUDA_VISIBLE_DEVICES={env['CUDA_VISIBLE_DEVICES']} " if used else ""
+        self.store.event(RunEventKind.LAUNCHED, visible + " ".join(argv), pid=process.pid, port=port,
+                         cuda_visible_devices=env.get("CUDA_VISIBLE_DEVICES") if used else None)
 
     def wait_ready(self):
         adapter, server = self.adapter, self.server
@@ -839,7 +898,10 @@ class RunExecutor:
             ramp = summary["ramp"]
             stop_reason += (f"; steady state: the first {ramp['first']} and last {ramp['last']} requests were sent "
                             f"under the load but left out of the statistics (the ramp)")
-        evidence = self.evidence(verdict, stored.get("intervals") or {}, scale, stop_reason, host)
+        # The runs that shared the host meanwhile (a packed sweep): their servers' CPU use is
+        # in `host` like any other process's, and the point names them.
+        co_runs = self.store.co_runs(started, timezone.now()) if self.leased else []
+        evidence = self.evidence(verdict, stored.get("intervals") or {}, scale, stop_reason, host, co_runs)
         if view is not None and scale:
             view = servermetrics.to_model_time(view, scale)
         self.store.store_point(point, status, reason, started, result, stored, prompt_tokens, evidence=evidence,
@@ -877,7 +939,7 @@ class RunExecutor:
         return servermetrics.point_view(before, after, self.adapter.server_metrics, gauges)
 
     @staticmethod
-    def evidence(verdict, intervals, scale, stop_reason, host):
+    def evidence(verdict, intervals, scale, stop_reason, host, co_runs=()):
         """The point's evidence fields, as RunStore.store_point takes them."""
         return {
             "validity": verdict.validity,
@@ -886,6 +948,7 @@ class RunExecutor:
             "simulated_time_scale": scale,
             "stop_reason": stop_reason[:300],
             "host_load": host,
+            "co_runs": list(co_runs),
         }
 
     @staticmethod

@@ -7,22 +7,34 @@ never measures a stored point again nor stores it twice."""
 
 import json
 import os
+from dataclasses import dataclass, field
 from datetime import timedelta
 
-from django.db import connection, transaction
+from django.db import IntegrityError, connection, models, transaction
 from django.db.models import F
 from django.utils import timezone
 
 from benchmarks.models import FailureKind, Host, KnownFailure, Sweep, SweepStatus, Workload
-from runs.models import Point, PointStatus, RequestRecord, Run, RunEvent, RunEventKind, RunStatus, TelemetrySample
-from sweepcore import metrics
+from runs.models import (
+    GpuLease,
+    Point,
+    PointStatus,
+    RequestRecord,
+    Run,
+    RunEvent,
+    RunEventKind,
+    RunStatus,
+    TelemetrySample,
+)
+from sweepcore import gpus, metrics
 from sweepcore.kinds import Validity
 from sweepcore.spec import OPEN_LOOP_MAX_CONCURRENCY
 
 #: What backs a point's numbers, stored beside them by `RunStore.store_point`.
-EVIDENCE_FIELDS = ("validity", "validity_reasons", "intervals", "simulated_time_scale", "stop_reason", "host_load")
+EVIDENCE_FIELDS = ("validity", "validity_reasons", "intervals", "simulated_time_scale", "stop_reason", "host_load",
+                   "co_runs")
 NO_EVIDENCE = {"validity": "", "validity_reasons": [], "intervals": {}, "simulated_time_scale": None,
-               "stop_reason": "", "host_load": {}}
+               "stop_reason": "", "host_load": {}, "co_runs": []}
 
 
 def stale_after():
@@ -43,6 +55,45 @@ def seconds_until_stale(run_id):
 def record_host_heartbeat(host_id, worker_name):
     """A worker consuming the host's queue is alive."""
     Host.objects.filter(pk=host_id).update(last_heartbeat_at=timezone.now(), last_worker=worker_name)
+
+
+def take_back_gpus(host_id, now):
+    """Give back the GPUs of a host held by runs that no longer run: a run that ended (or
+    was queued again) without giving them back, or one whose worker stopped heartbeating
+    (it died: its claim is stale too, and the next worker takes the run over). Returns how
+    many leases were taken back."""
+    live = GpuLease.objects.filter(host_id=host_id, released_at__isnull=True)
+    ended = live.exclude(run__status__in=[RunStatus.STARTING, RunStatus.RUNNING]).update(
+        released_at=now, release_reason="taken back: its run had ended without giving it back")
+    stale = live.filter(run__heartbeat_at__lt=now - stale_after()).update(
+        released_at=now, release_reason="taken back: its run's worker stopped heartbeating")
+    return ended + stale
+
+
+def gpu_queue(host_id, now):
+    """The runs of a host waiting for GPUs, first to be served first: claimed, alive (a
+    fresh heartbeat) and holding no lease; served the largest need first (a TP8 run is not
+    starved by TP1 runs that would always find one GPU free), then the oldest sweep, then
+    the plan's order. (run id, GPUs it needs) pairs."""
+    holding = GpuLease.objects.filter(released_at__isnull=True).values("run_id")
+    waiting = (Run.objects.in_flight()
+               .filter(sweep__host_id=host_id, heartbeat_at__gte=now - stale_after())
+               .exclude(pk__in=holding)
+               .order_by("sweep_id", "position", "id")
+               .values_list("id", "tp", "sweep__spec", "sweep__host__gpu_count"))
+    needs = [(run_id, gpus.gpus_needed(((spec or {}).get("options") or {}).get("packing", gpus.EXCLUSIVE), tp, count))
+             for run_id, tp, spec, count in waiting]
+    return sorted(needs, key=lambda pair: -pair[1])  # stable: sweep and plan order within a need
+
+
+@dataclass(frozen=True)
+class LeaseAnswer:
+    """What `RunStore.lease_gpus` got: the GPUs leased (None: none this time) and why not."""
+
+    gpus: list | None
+    held: dict = field(default_factory=dict)  # gpu index -> run id of the live leases seen
+    taken_back: int = 0  # stale leases given back on the way
+    behind: int | None = None  # the waiting run served first, when that is why
 
 
 def jsonable(value):
@@ -68,6 +119,46 @@ class RunStore:
             return False
         self.run = Run.objects.select_related("sweep__host", "sweep__engine", "sweep__llm").get(pk=self.run_id)
         return True
+
+    # GPU leases ----------------------------------------------------------------------------
+
+    def lease_gpus(self, count, groups=()):
+        """Lease `count` GPUs of the run's host for the run (sweepcore.gpus.choose picks them)
+        when it is the first of the host's waiting runs (`gpu_queue`) and they are free.
+        Returns a LeaseAnswer."""
+        host = self.run.sweep.host
+        now = timezone.now()
+        taken_back = take_back_gpus(host.pk, now)
+        held = dict(GpuLease.objects.filter(host=host, released_at__isnull=True).values_list("gpu_index", "run_id"))
+        queue = gpu_queue(host.pk, now)
+        if queue and queue[0][0] != self.run_id and any(run_id == self.run_id for run_id, _ in queue):
+            return LeaseAnswer(None, held, taken_back, behind=queue[0][0])
+        free = [i for i in range(host.gpu_count) if i not in held]
+        chosen = gpus.choose(free, count, host.gpu_count, groups)
+        if chosen is None:
+            return LeaseAnswer(None, held, taken_back)
+        try:
+            with transaction.atomic():
+                GpuLease.objects.bulk_create(
+                    GpuLease(host=host, gpu_index=i, run_id=self.run_id, worker=self.worker_id, leased_at=now)
+                    for i in chosen
+                )
+        except IntegrityError:  # another worker leased one of them between our read and our insert
+            return LeaseAnswer(None, held, taken_back)
+        return LeaseAnswer(chosen, held, taken_back)
+
+    def co_runs(self, start, end):
+        """The other runs that held GPUs of this run's host at some moment between `start`
+        and `end` (sorted ids): what shared the host with a point measured then."""
+        overlapping = (GpuLease.objects.filter(host_id=self.run.sweep.host_id, leased_at__lt=end)
+                       .filter(models.Q(released_at__isnull=True) | models.Q(released_at__gt=start))
+                       .exclude(run_id=self.run_id))
+        return sorted(set(overlapping.values_list("run_id", flat=True)))
+
+    def release_gpus(self, reason):
+        """Give back the run's GPUs; returns how many leases were live."""
+        return GpuLease.objects.filter(run_id=self.run_id, released_at__isnull=True).update(
+            released_at=timezone.now(), release_reason=reason[:300])
 
     def heartbeat(self):
         """Renew the claim; False once another worker has taken the run over."""

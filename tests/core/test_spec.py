@@ -43,6 +43,7 @@ def test_it_fills_defaults_and_keeps_scalar_params():
     assert spec.options == {
         "retry_quarantined": False, "context_margin_tokens": 16, "retries": 0,
         "stall_timeout_s": 60, "first_token_timeout_s": 600, "cooldown_s": 2,
+        "packing": "exclusive",
     }
 
 

@@ -42,11 +42,12 @@ def stop_process_group(proc, grace=10):
 
 
 @contextmanager
-def celery_worker(queues, log_path, **env):
-    """A real Celery worker process consuming `queues`, stopped (and its children) after."""
+def celery_worker(queues, log_path, concurrency=1, **env):
+    """A real Celery worker process consuming `queues` with `concurrency` slots, stopped
+    (and its children) after."""
     argv = [
         sys.executable, "-m", "celery", "-A", "sweeplab", "worker",
-        "--queues", ",".join(queues), "--concurrency", "1", "--loglevel", "INFO",
+        "--queues", ",".join(queues), "--concurrency", str(concurrency), "--loglevel", "INFO",
         "--hostname", f"test-{os.getpid()}@%h",
         "--without-gossip", "--without-mingle", "--without-heartbeat",
     ]

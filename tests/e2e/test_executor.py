@@ -97,8 +97,16 @@ def test_a_healthy_run_measures_every_point_and_stores_its_requests(catalog):
     long = run.points.get(prompt_tokens=2000)
     assert long.actual_prompt_tokens == 2000
     assert set(RequestRecord.objects.filter(point=long).values_list("prompt_tokens", flat=True)) == {2000}
-    assert events(run)[:4] == ["queued", "claimed", "preflight_ok", "launched"]
+    assert events(run)[:5] == ["queued", "claimed", "gpus_leased", "preflight_ok", "launched"]
     assert {"ready", "warmup_done", "telemetry_unavailable", "finished", "teardown"} <= set(events(run))
+    # The default packing is exclusive: the run held every GPU of the host and ran on the first;
+    # simengine saw exactly that one (CUDA_VISIBLE_DEVICES) and gave the host back at the end.
+    leases = run.gpu_leases.order_by("gpu_index")
+    assert [lease.gpu_index for lease in leases] == list(range(8))
+    assert {lease.release_reason for lease in leases} == {"teardown"}
+    assert run.server_info["simengine"]["visible_devices"] == [0]
+    launched = RunEvent.objects.get(run=run, kind="launched")
+    assert launched.message.startswith("CUDA_VISIBLE_DEVICES=0 ") and launched.data["cuda_visible_devices"] == "0"
 
 
 @pytest.mark.slow

@@ -1,0 +1,71 @@
+"""GPU packing through a real Celery worker with two slots and real simengine servers
+(issue 16): packed runs share the host at once on disjoint GPUs, each server told exactly
+its own (CUDA_VISIBLE_DEVICES); exclusive runs take turns, a free slot notwithstanding."""
+
+import pytest
+
+from benchmarks.catalog import load_catalog
+from runs.lifecycle import create_sweep, launch_sweep
+from runs.models import GpuLease, Run, RunEvent
+from sweepcore.gpus import overlapping_leases
+from sweepcore.spec import validate
+from tests.e2e.processes import celery_worker
+from tests.e2e.test_sweep_worker import fast_engine, wait_sweep
+
+pytestmark = pytest.mark.slow
+
+
+def two_tp4_runs(packing):
+    return validate({
+        "name": f"two-tp4-{packing}", "host": "sim-8x-rtxpro6000", "engine": "sglang-sim",
+        "model": "Qwen/Qwen3.6-27B", "tp": [4], "methods": ["autoregressive", {"ddtree": {"budget": [15]}}],
+        "workloads": ["fibonacci"], "max_new_tokens": 64, "concurrency": [2], "requests_per_point": 12,
+        "options": {"packing": packing},
+    }, load_catalog())
+
+
+def run_sweep(packing, tmp_path):
+    fast_engine(0.1)
+    sweep, _ = create_sweep(two_tp4_runs(packing))
+    log = tmp_path / "worker.log"
+    with celery_worker(["host.sim-8x-rtxpro6000"], log, concurrency=2):
+        launch_sweep(sweep)
+        wait_sweep(sweep, timeout=300, log=log)
+    runs = list(Run.objects.filter(sweep=sweep).order_by("position"))
+    assert [r.status for r in runs] == ["done", "done"], [(r.status, r.failure_cause) for r in runs]
+    leases = list(GpuLease.objects.filter(run__in=runs).order_by("leased_at"))
+    assert all(lease.released_at is not None and lease.release_reason == "teardown" for lease in leases)
+    # Never one GPU held by two runs at once, from the stored leases.
+    assert overlapping_leases((l.host_id, l.gpu_index, l.leased_at, l.released_at, l.run_id) for l in leases) == []
+    return runs, leases
+
+
+def held(leases, run):
+    mine = [lease for lease in leases if lease.run_id == run.pk]
+    return sorted(lease.gpu_index for lease in mine), min(l.leased_at for l in mine), max(l.released_at for l in mine)
+
+
+def test_packed_runs_share_the_host_at_once_on_disjoint_gpus(catalog, tmp_path):
+    runs, leases = run_sweep("pack", tmp_path)
+    (gpus_a, start_a, end_a), (gpus_b, start_b, end_b) = (held(leases, run) for run in runs)
+    assert len(gpus_a) == len(gpus_b) == 4 and not set(gpus_a) & set(gpus_b)
+    assert start_a < end_b and start_b < end_a  # they held their GPUs at the same time
+    for run, gpus in zip(runs, (gpus_a, gpus_b)):
+        # Each server was told exactly its own GPUs, and saw exactly those.
+        launched = RunEvent.objects.get(run=run, kind="launched")
+        assert launched.data["cuda_visible_devices"] == ",".join(map(str, gpus))
+        assert run.server_info["simengine"]["visible_devices"] == gpus
+    # A point measured while the other run held its GPUs names it; the drawer says so.
+    (a, b) = runs
+    shared = [p for p in a.points.all() if p.co_runs] + [p for p in b.points.all() if p.co_runs]
+    assert shared and all(p.co_runs == [b.pk if p.run_id == a.pk else a.pk] for p in shared)
+
+
+def test_exclusive_runs_take_turns_though_a_slot_is_free(catalog, tmp_path):
+    runs, leases = run_sweep("exclusive", tmp_path)
+    (gpus_a, start_a, end_a), (gpus_b, start_b, end_b) = (held(leases, run) for run in runs)
+    assert gpus_a == gpus_b == list(range(8))
+    assert end_a <= start_b or end_b <= start_a
+    assert not any(p.co_runs for run in runs for p in run.points.all())
+    waited = RunEvent.objects.filter(run__in=runs, kind="waiting_for_gpus")
+    assert waited.exists() and "waiting for 8 GPU(s) of host sim-8x-rtxpro6000" in waited.first().message
