@@ -102,14 +102,15 @@ def verdict_counts(counts):
 # A measured point of a run as its drawer lists it.
 DRAWER_POINT_FIELDS = (
     "id", "workload__name", "prompt_tokens", "concurrency", "validity", "validity_reasons", "completed",
-    "decode_tok_s", "intervals", "simulated_time_scale", "stop_reason",
+    "decode_tok_s", "intervals", "simulated_time_scale", "stop_reason", "co_runs",
 )
 
 
 def run_verdicts(run):
     """The verdicts on a run's measured points (one query): counts per verdict, the time
     scales of simulated points, and each point in plan order with its verdict, reasons, n,
-    decode speed and its interval, and why it stopped sending requests."""
+    decode speed and its interval, why it stopped sending requests and the runs that shared
+    its host meanwhile."""
     points = []
     counts = {}
     scales = set()
@@ -133,6 +134,7 @@ def run_verdicts(run):
             "decode_tok_s_ci": list(interval) if interval else None,
             "simulated_time_scale": point["simulated_time_scale"],
             "stop_reason": point["stop_reason"],
+            "co_runs": point["co_runs"] or [],
         })
     return {"counts": verdict_counts(counts), "simulated_scales": sorted(scales), "points": points}
 

@@ -18,6 +18,7 @@ from runs.models import PointStatus, Run
 from runs.results import live
 from runs.results import points_table as points_table_lib
 from runs.results.capacity import capacity_table
+from runs.results.gantt import sweep_gantt
 from runs.results.charts import UnknownChart
 from runs.results.charts import sweep_charts as build_sweep_charts
 from runs.results.exports import export_response
@@ -39,6 +40,7 @@ def sweep_detail(request, sweep_id):
     sweep = get_object_or_404(Sweep.objects.select_related("host", "engine", "llm", "owner"), pk=sweep_id)
     state = live.sweep_state(sweep)
     runs = state["runs"]
+    gantt = sweep_gantt(sweep)
     return render(
         request,
         "runs/sweep_detail.html",
@@ -47,6 +49,9 @@ def sweep_detail(request, sweep_id):
             "spec_yaml": dump_yaml(sweep.spec),
             # Configurations ranked by goodput per GPU within the SLO; None without a search.
             "capacity": capacity_table(sweep.pk, sweep.spec),
+            # Which GPUs each run held, when; None before any lease (or on a CPU host).
+            "gantt": gantt,
+            "gantt_height_px": 110 + 26 * (gantt["gpu_count"] if gantt else 0),  # title and axis, then a row per GPU
             "load_curves": has_load_curves(sweep.pk),
             # ?valid_only=1: the charts and the points table hide suspect and invalid points
             "valid_only": request.GET.get("valid_only") == "1",

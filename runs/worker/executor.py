@@ -57,7 +57,7 @@ HEARTBEAT_S = 5
 WARMUP_MAX_TOKENS = 16
 GPU_RELEASE_TIMEOUT_S = 60
 # Seconds between two tries to lease GPUs held by other runs.
-GPU_LEASE_POLL_S = float(os.environ.get("SWEEPLAB_GPU_LEASE_POLL_S", 2))
+GPU_LEASE_POLL_S = float(os.environ.get("SWEEPLAB_GPU_LEASE_POLL_S", 1))
 # Launches in all when the port picked is taken before the server binds it.
 PORT_ATTEMPTS = 3
 # Measurements in all of a capacity probe the verdicts call invalid.

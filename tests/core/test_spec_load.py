@@ -179,3 +179,9 @@ def test_steady_state_shares_are_kept_and_round_trip():
 ])
 def test_steady_state_mistakes_are_named_with_their_field(lines, expected):
     assert expected in errors_of(*lines)
+
+
+def test_packing_is_exclusive_or_pack():
+    assert spec_of().options["packing"] == "exclusive"
+    assert spec_of("options: {packing: pack}").options["packing"] == "pack"
+    assert "options.packing: expected one of exclusive, pack, got 'packed'" in errors_of("options: {packing: packed}")

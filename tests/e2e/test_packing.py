@@ -69,3 +69,48 @@ def test_exclusive_runs_take_turns_though_a_slot_is_free(catalog, tmp_path):
     assert not any(p.co_runs for run in runs for p in run.points.all())
     waited = RunEvent.objects.filter(run__in=runs, kind="waiting_for_gpus")
     assert waited.exists() and "waiting for 8 GPU(s) of host sim-8x-rtxpro6000" in waited.first().message
+
+
+def test_a_killed_workers_gpus_go_to_another_worker_once_its_heartbeat_is_stale(catalog, tmp_path):
+    import os
+    import signal
+    from datetime import timedelta
+
+    from runs.lifecycle import resume_sweep
+    from tests.e2e.processes import wait_for
+
+    fast_engine(0.05)
+    spec = validate({
+        "name": "kill-lease", "host": "sim-8x-rtxpro6000", "engine": "sglang-sim", "model": "Qwen/Qwen3.6-27B",
+        "tp": [1], "methods": ["autoregressive", {"ddtree": {"budget": [15]}}],
+        "workloads": [{"long-context": {"prompt_tokens": [1000, 2000, 3000, 4000]}}],
+        "max_new_tokens": 64, "requests_per_point": 2,
+    }, load_catalog())
+    sweep, _ = create_sweep(spec)
+    first = Run.objects.get(sweep=sweep, position=0)
+    env = {"SWEEPLAB_STALE_CLAIM_S": "3", "SWEEPLAB_GPU_LEASE_POLL_S": "0.5"}
+    with celery_worker(["host.sim-8x-rtxpro6000"], tmp_path / "worker.log", **env) as worker:
+        launch_sweep(sweep)
+        assert wait_for(lambda: first.points.filter(status="ok").exists(), timeout=120, interval=0.2)
+        os.killpg(worker.pid, signal.SIGKILL)
+        worker.wait()
+    first.refresh_from_db()
+    last_beat = first.heartbeat_at
+    held = GpuLease.objects.filter(run=first, released_at__isnull=True)
+    assert held.count() == 8  # the dead worker's run still holds the host
+
+    log = tmp_path / "worker2.log"
+    with celery_worker(["host.sim-8x-rtxpro6000"], log, concurrency=2, **env):
+        resume_sweep(sweep)
+        wait_sweep(sweep, timeout=180, log=log)
+    runs = list(Run.objects.filter(sweep=sweep))
+    assert {r.status for r in runs} == {"done"}, [(r.status, r.failure_cause) for r in runs]
+    dead = GpuLease.objects.filter(run=first, leased_at__lt=last_beat).order_by("gpu_index")
+    assert dead.count() == 8
+    for lease in dead:  # given back only once the heartbeat was stale, to the next worker
+        assert lease.released_at >= last_beat + timedelta(seconds=3)
+        taken_over = lease.release_reason.startswith("taken over by ") and first.claimed_by not in lease.release_reason
+        assert taken_over or lease.release_reason == "taken back: its run's worker stopped heartbeating", \
+            lease.release_reason
+    leases = GpuLease.objects.filter(run__in=runs)
+    assert overlapping_leases((l.host_id, l.gpu_index, l.leased_at, l.released_at, l.run_id) for l in leases) == []

@@ -491,3 +491,15 @@ def test_the_steady_state_shares_are_drawn_written_and_checked_at_their_fields(o
     answer = preview(client, posted(html, **{"f-steady_state-skip_first": "1.5"}))
     assert "expected a share of the point&#x27;s requests, at least 0 and below 1 (0.2 for 20 %), got 1.5" in slot(
         answer, "fe-steady_state-skip_first")
+
+
+def test_packing_is_a_choice_written_only_when_changed(operator, client):
+    html = builder_from(client, ONE_SHAPE)
+    assert selected(html, "f-option-packing") == "exclusive"
+    assert "options" not in data_of(client, posted(html))["data"]  # left alone: nothing written
+    data = data_of(client, posted(html, **{"f-option-packing": "pack"}))
+    assert data["valid"] and data["data"]["options"] == {"packing": "pack"}
+    packed = builder_from(client, {**ONE_SHAPE, "options": {"packing": "pack"}})
+    assert selected(packed, "f-option-packing") == "pack"
+    assert data_of(client, posted(packed, **{"f-option-packing": "exclusive"}))["data"]["options"] == {
+        "packing": "exclusive"}

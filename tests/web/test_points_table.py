@@ -235,8 +235,9 @@ def test_the_sweep_page_uses_a_constant_number_of_queries(catalog, viewer, clien
     url = reverse("sweep-detail", args=[sweep.pk])
     client.get(url)  # warm the session
     # Session, user, the sweep, its runs, point counts per run and status, two for
-    # permissions, whether it has load curves (open-loop points or search probes).
-    with django_assert_num_queries(8):
+    # permissions, whether it has load curves (open-loop points or search probes), its GPU
+    # leases (the Gantt chart).
+    with django_assert_num_queries(9):
         assert client.get(url).status_code == 200
 
 

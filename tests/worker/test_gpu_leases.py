@@ -69,7 +69,8 @@ def test_the_database_refuses_a_second_live_lease_of_one_gpu(catalog):
     assert first.lease_gpus(2).gpus == [0, 1]
     host_id = first.run.sweep.host_id
     with pytest.raises(IntegrityError), transaction.atomic():
-        GpuLease.objects.create(host_id=host_id, gpu_index=0, run_id=second.run_id, worker="w", leased_at=timezone.now())
+        GpuLease.objects.create(host_id=host_id, gpu_index=0, run_id=second.run_id, worker="w",
+                                leased_at=timezone.now())
     # Once given back, the GPU can be leased again (the old row stays, as history).
     finish(first)
     GpuLease.objects.create(host_id=host_id, gpu_index=0, run_id=second.run_id, worker="w", leased_at=timezone.now())
@@ -123,3 +124,20 @@ def test_a_run_taken_over_gives_back_what_its_dead_worker_leased(catalog):
     assert live(run.run_id) == []
     assert set(GpuLease.objects.filter(run_id=run.run_id).values_list("release_reason", flat=True)) == {
         "taken over by worker:new"}
+
+
+def test_a_hosts_worker_takes_as_many_runs_at_once_as_it_has_gpus(catalog, monkeypatch):
+    from django.core.management import call_command
+    from django.core.management.base import CommandError
+
+    from runs.management.commands import worker
+
+    started = []
+    monkeypatch.setattr(worker.os, "execv", lambda path, argv: started.append(argv))
+    call_command("worker", "--host", "sim-8x-rtxpro6000", stdout=None)
+    call_command("worker", "--host", "sim-8x-rtxpro6000", "--slots", "2")
+    call_command("worker", "--host", "local-cpu")
+    slots = [argv[argv.index("--concurrency") + 1] for argv in started]
+    assert slots == ["8", "2", "1"]
+    with pytest.raises(CommandError, match="--slots must be at least 1, not 0"):
+        call_command("worker", "--host", "local-cpu", "--slots", "0")
