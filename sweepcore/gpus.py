@@ -33,6 +33,14 @@ def gpus_needed(packing: str, tp: int, gpu_count: int) -> int:
     return gpu_count if packing == EXCLUSIVE else min(tp, gpu_count)
 
 
+def serve_order(waiting: Sequence[tuple]) -> list[tuple]:
+    """The runs waiting for a host's GPUs in the order they are served: the largest need
+    first (a TP8 run is not starved by TP1 runs that would always find one GPU free), the
+    given order (the queue's) within a need. ``waiting``: (run, GPUs it needs) pairs; only
+    the first may lease."""
+    return sorted(waiting, key=lambda pair: -pair[1])
+
+
 def aligned_blocks(gpu_count: int, size: int) -> list[frozenset[int]]:
     """The aligned blocks of ``size`` GPUs (``size`` rounded up to a power of two) of a host
     with ``gpu_count`` GPUs: [0, size), [size, 2 size), ... that fit in it."""

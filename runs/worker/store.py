@@ -72,9 +72,8 @@ def take_back_gpus(host_id, now):
 
 def gpu_queue(host_id, now):
     """The runs of a host waiting for GPUs, first to be served first: claimed, alive (a
-    fresh heartbeat) and holding no lease; served the largest need first (a TP8 run is not
-    starved by TP1 runs that would always find one GPU free), then the oldest sweep, then
-    the plan's order. (run id, GPUs it needs) pairs."""
+    fresh heartbeat) and holding no lease, in sweepcore.gpus.serve_order (the largest need
+    first), then the oldest sweep, then the plan's order. (run id, GPUs it needs) pairs."""
     holding = GpuLease.objects.filter(released_at__isnull=True).values("run_id")
     waiting = (Run.objects.in_flight()
                .filter(sweep__host_id=host_id, heartbeat_at__gte=now - stale_after())
@@ -83,7 +82,7 @@ def gpu_queue(host_id, now):
                .values_list("id", "tp", "sweep__spec", "sweep__host__gpu_count"))
     needs = [(run_id, gpus.gpus_needed(((spec or {}).get("options") or {}).get("packing", gpus.EXCLUSIVE), tp, count))
              for run_id, tp, spec, count in waiting]
-    return sorted(needs, key=lambda pair: -pair[1])  # stable: sweep and plan order within a need
+    return gpus.serve_order(needs)
 
 
 @dataclass(frozen=True)
