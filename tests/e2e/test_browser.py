@@ -12,6 +12,7 @@ from benchmarks.models import Engine, Sweep
 from runs.models import Point, PointStatus, Run
 from runs.results.charts import sweep_charts
 from runs.results.compare import VERDICT_COLOURS
+from runs.results.gantt import sweep_gantt
 from runs.results.load_charts import load_charts
 from runs.templatetags.sweeplab_format import num
 from tests.e2e.processes import celery_worker, simengine_pids, wait_for
@@ -150,6 +151,12 @@ def test_build_launch_watch_and_chart_a_sweep_in_the_browser(browser, operator, 
     expected.update({chart["id"]: [d["label"] for d in chart["datasets"]] for chart in load_charts(sweep.pk)["charts"]})
     statuses = set(Point.objects.filter(run__sweep=sweep).values_list("status", flat=True))
     expected["status"] = [label for value, label in PointStatus.choices if value in statuses]
+    # The GPUs each run held (the sweep ran exclusive: each run leased the whole host).
+    held = {}
+    for row in sweep_gantt(sweep)["rows"]:
+        for bar in row["bars"]:
+            held.setdefault(bar["run"], f"run {bar['run']}: {bar['config']}")
+    expected["gantt"] = list(held.values())
     assert set(charts) == set(expected) and len(expected) > 4
     for name, labels in charts.items():
         assert labels and labels == expected[name], name
