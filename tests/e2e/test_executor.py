@@ -290,7 +290,7 @@ def test_sweep_run_inline_prints_the_results_as_json(catalog, tmp_path):
         "output_throughput", "decode_tok_s", "mean_ttft_ms", "median_tpot_ms", "accept_length",
         "goodput", "slo_attainment", "slo_met",
         "validity", "validity_reasons", "n", "decode_tok_s_ci", "median_ttft_ms_ci", "median_tpot_ms_ci",
-        "median_itl_ms_ci", "median_e2el_ms_ci", "simulated_time_scale", "stop_reason",
+        "median_itl_ms_ci", "median_e2el_ms_ci", "simulated_time_scale", "stop_reason", "co_runs",
     }
     assert point["status"] == "ok" and point["completed"] == 2 and point["decode_tok_s"] > 0
     assert "run 1/1 autoregressive TP1: done" in err.getvalue()
