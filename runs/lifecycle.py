@@ -10,7 +10,7 @@ from django.utils import timezone
 from benchmarks.catalog import active_quarantines, load_catalog
 from benchmarks.models import LLM, Engine, Host, Sweep, SweepSource, SweepStatus, Workload
 from runs.models import Point, Run, RunEvent, RunEventKind, RunStatus
-from sweepcore.gpus import PACK
+from sweepcore.gpus import EXCLUSIVE, send_order
 from sweepcore.plan import canonical_params, plan
 from sweeplab.celery import EXECUTE_RUN, START_SWEEP_AFTER, send_to_host
 
@@ -77,13 +77,13 @@ ACTIVE_RUN = (RunStatus.QUEUED, RunStatus.STARTING, RunStatus.RUNNING)
 
 def _enqueue(sweep, run_ids):
     """Send one `runs.execute_run` task per run to the sweep's host, after commit (a
-    worker must find the runs queued). Packed runs go largest TP first: a host's worker
-    slots take them in that order, so the runs that need the most GPUs start while the
-    host is still free rather than wait behind small ones."""
+    worker must find the runs queued), in sweepcore.gpus.send_order (packed: largest TP
+    first)."""
     host = sweep.host.name
-    if ((sweep.spec or {}).get("options") or {}).get("packing") == PACK:
+    packing = ((sweep.spec or {}).get("options") or {}).get("packing", EXCLUSIVE)
+    if packing != EXCLUSIVE:
         tps = dict(Run.objects.filter(pk__in=run_ids).values_list("id", "tp"))
-        run_ids = sorted(run_ids, key=lambda run_id: -tps.get(run_id, 1))  # stable: plan order within a TP
+        run_ids = [run_id for run_id, _ in send_order([(run_id, tps.get(run_id, 1)) for run_id in run_ids], packing)]
 
     def send():
         for run_id in run_ids:

@@ -33,6 +33,13 @@ def gpus_needed(packing: str, tp: int, gpu_count: int) -> int:
     return gpu_count if packing == EXCLUSIVE else min(tp, gpu_count)
 
 
+def send_order(runs: Sequence[tuple], packing: str) -> list[tuple]:
+    """The order a sweep's run tasks are sent in: the plan's, largest TP first when packed
+    (a host's worker slots take them in that order, so the runs that need the most GPUs
+    start while the host is still free). ``runs``: (run, tp) pairs in plan order."""
+    return sorted(runs, key=lambda pair: -pair[1]) if packing == PACK else list(runs)
+
+
 def serve_order(waiting: Sequence[tuple]) -> list[tuple]:
     """The runs waiting for a host's GPUs in the order they are served: the largest need
     first (a TP8 run is not starved by TP1 runs that would always find one GPU free), the

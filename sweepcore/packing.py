@@ -42,9 +42,9 @@ class Placement:
 
 
 def queue_order(runs: Sequence[RunSpec], packing: str) -> list[RunSpec]:
-    """The order the runs' tasks are sent in (runs.lifecycle._enqueue): plan order, largest
-    TP first when packed."""
-    return sorted(runs, key=lambda r: -r.tp) if packing == gpus.PACK else list(runs)
+    """The order the runs' tasks are sent in (sweepcore.gpus.send_order, as runs.lifecycle
+    sends them)."""
+    return [run for run, _ in gpus.send_order([(r, r.tp) for r in runs], packing)]
 
 
 def ideal(runs: Sequence[RunSpec], gpu_count: int, hosts: int = 1) -> float:

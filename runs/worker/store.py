@@ -121,7 +121,7 @@ class RunStore:
 
     # GPU leases ----------------------------------------------------------------------------
 
-    def lease_gpus(self, count, groups=()):
+    def lease_gpus(self, count):
         """Lease `count` GPUs of the run's host for the run (sweepcore.gpus.choose picks them)
         when it is the first of the host's waiting runs (`gpu_queue`) and they are free.
         Returns a LeaseAnswer."""
@@ -133,7 +133,7 @@ class RunStore:
         if queue and queue[0][0] != self.run_id and any(run_id == self.run_id for run_id, _ in queue):
             return LeaseAnswer(None, held, taken_back, behind=queue[0][0])
         free = [i for i in range(host.gpu_count) if i not in held]
-        chosen = gpus.choose(free, count, host.gpu_count, groups)
+        chosen = gpus.choose(free, count, host.gpu_count)
         if chosen is None:
             return LeaseAnswer(None, held, taken_back)
         try:
