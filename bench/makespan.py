@@ -12,13 +12,14 @@
    packed, on one 8-GPU host and on two, with a 1-second gap from a release to the next
    lease (the workers poll every second), and print makespan / ideal (the ideal: every GPU
    busy until the last run ends, GPU-seconds / GPUs).
-3. With ``--real-pack``, also run the sweep packed for real through one worker with 8 slots
-   and print its makespan from the stored leases against the ideal of its own runs. On a
+3. With ``--real-pack``, also run the sweep packed for real, on one host and then on two
+   alike simulated hosts (``hosts: [a, b]``), one worker with 8 slots per host, and print
+   each makespan from the stored leases against the ideal of its own runs. On a
    machine with fewer cores than the runs it packs (this one has 2) the servers and clients
    share the CPU, so the runs themselves get slower and the verdicts say so: a measure of
    this machine, not of the policy.
 
-Usage: ``.venv/bin/python bench/makespan.py [--scale 0.02] [--real-pack]`` (~3 min; +~2 min
+Usage: ``.venv/bin/python bench/makespan.py [--scale 0.02] [--real-pack]`` (~3 min; +~4 min
 with ``--real-pack``). Runs in a throwaway data folder (SQLite, filesystem broker).
 """
 
@@ -41,6 +42,7 @@ if str(ROOT) not in sys.path:
 
 EXAMPLE = ROOT / "examples" / "qwen3.6-27b-sm120.yaml"
 HOST = "sim-8x-rtxpro6000"
+HOST_B = "sim-8x-rtxpro6000-b"  # alike the first: a sweep may share its runs between the two
 LEASE_GAP_S = 1.0
 
 
@@ -58,7 +60,7 @@ def setup(data_dir):
     call_command("seed_demo", stdout=StringIO())
 
 
-def example_spec(packing, name):
+def example_spec(packing, name, hosts=(HOST,)):
     from benchmarks.catalog import load_catalog
     from sweepcore.spec import load_yaml, validate
 
@@ -68,6 +70,9 @@ def example_spec(packing, name):
     data["name"] = name
     data["engine"] = "sim-makespan"
     data.setdefault("options", {})["packing"] = packing
+    if len(hosts) > 1:
+        del data["host"]
+        data["hosts"] = list(hosts)
     return validate(data, load_catalog())
 
 
@@ -91,6 +96,45 @@ def lease_spans(sweep):
     return spans
 
 
+def verdict_counts(sweep):
+    from runs.models import Point
+
+    counts = {}
+    for validity in Point.objects.filter(run__sweep=sweep).exclude(validity="").values_list("validity", flat=True):
+        counts[validity] = counts.get(validity, 0) + 1
+    return counts
+
+
+def real_pack(hosts, data_dir):
+    """The example packed for real on `hosts`, one worker (8 slots) each; returns the sweep."""
+    from runs.lifecycle import create_sweep, launch_sweep
+
+    packed, _ = create_sweep(example_spec("pack", f"makespan-pack-{len(hosts)}", hosts))
+    env = {**os.environ, "SWEEPLAB_DATA_DIR": str(data_dir), "SWEEPLAB_TAKE_POLL_S": str(LEASE_GAP_S)}
+    workers = [subprocess.Popen([sys.executable, str(ROOT / "manage.py"), "worker", "--host", host],
+                                cwd=ROOT, env=env, stdout=open(data_dir / f"worker-{host}.log", "wb"),
+                                stderr=subprocess.STDOUT, start_new_session=True) for host in hosts]
+    try:
+        time.sleep(5)
+        launch_sweep(packed)
+        deadline = time.monotonic() + 1800
+        while time.monotonic() < deadline:
+            packed.refresh_from_db()
+            if packed.status in ("done", "cancelled"):
+                break
+            time.sleep(2)
+    finally:
+        for worker in workers:
+            os.kill(worker.pid, signal.SIGTERM)  # the leader only: Celery shuts its pool down itself
+        for worker in workers:
+            try:
+                worker.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                os.killpg(worker.pid, signal.SIGKILL)
+                worker.wait()
+    return packed
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--scale", type=float, default=0.02, help="simengine's time scale (default 0.02)")
@@ -100,6 +144,7 @@ def main():
     try:
         setup(data_dir)
         from runs.lifecycle import create_sweep, launch_sweep
+        from runs.results.gantt import sweep_gantt
         from runs.worker.executor import execute_run
         from sweepcore.packing import RunSpec, ideal, simulate
 
@@ -133,45 +178,14 @@ def main():
             print(f"{hosts:>5} {packing:<9} {makespan:>10.0f} {best:>8.0f} {makespan / best:>14.2f}  {words}")
 
         if args.real_pack:
-            from runs.models import Point
-            from runs.results.gantt import sweep_gantt
-
-            packed, _ = create_sweep(example_spec("pack", "makespan-pack"))
-            log = data_dir / "worker.log"
-            env = {**os.environ, "SWEEPLAB_DATA_DIR": str(data_dir)}
-            worker = subprocess.Popen([sys.executable, str(ROOT / "manage.py"), "worker", "--host", HOST],
-                                      cwd=ROOT, env=env, stdout=open(log, "wb"), stderr=subprocess.STDOUT,
-                                      start_new_session=True)
-            try:
-                time.sleep(5)
-                launch_sweep(packed)
-                deadline = time.monotonic() + 1800
-                while time.monotonic() < deadline:
-                    packed.refresh_from_db()
-                    if packed.status in ("done", "cancelled"):
-                        break
-                    time.sleep(2)
-            finally:
-                os.kill(worker.pid, signal.SIGTERM)  # the leader only: Celery shuts its pool down itself
-                try:
-                    worker.wait(timeout=60)
-                except subprocess.TimeoutExpired:
-                    os.killpg(worker.pid, signal.SIGKILL)
-                    worker.wait()
-            gantt = sweep_gantt(packed)
-            verdicts = {}
-            for validity in Point.objects.filter(run__sweep=packed).exclude(validity="").values_list("validity",
-                                                                                                       flat=True):
-                verdicts[validity] = verdicts.get(validity, 0) + 1
-            print(f"\nPacked for real through one worker with 8 slots on this machine ({os.cpu_count()} cores): "
-                  f"makespan {gantt['makespan_s'] / args.scale:.0f} s model time against an ideal of "
-                  f"{gantt['ideal_s'] / args.scale:.0f} s for its own runs ({gantt['ratio']:.2f}x); "
-                  f"verdicts {verdicts} (the exclusive runs': ", end="")
-            base = {}
-            for validity in Point.objects.filter(run__sweep=sweep).exclude(validity="").values_list("validity",
-                                                                                                     flat=True):
-                base[validity] = base.get(validity, 0) + 1
-            print(f"{base})")
+            base = verdict_counts(sweep)
+            for hosts in ([HOST], [HOST, HOST_B]):
+                packed = real_pack(hosts, data_dir)
+                gantt = sweep_gantt(packed)
+                print(f"\nPacked for real on {len(hosts)} host(s), one worker with 8 slots each, on this machine "
+                      f"({os.cpu_count()} cores): makespan {gantt['makespan_s'] / args.scale:.0f} s model time against "
+                      f"an ideal of {gantt['ideal_s'] / args.scale:.0f} s for its own runs ({gantt['ratio']:.2f}x); "
+                      f"verdicts {verdict_counts(packed)} (the exclusive runs': {base})")
     finally:
         shutil.rmtree(data_dir, ignore_errors=True)
 

@@ -12,7 +12,8 @@ from benchmarks.models import LLM, Engine, Host, Sweep, SweepSource, SweepStatus
 from runs.models import Point, Run, RunEvent, RunEventKind, RunStatus
 from sweepcore.gpus import EXCLUSIVE, send_order
 from sweepcore.plan import canonical_params, plan
-from sweeplab.celery import EXECUTE_RUN, START_SWEEP_AFTER, send_to_host
+from sweepcore.spec import host_names
+from sweeplab.celery import EXECUTE_RUN, START_SWEEP_AFTER, TAKE_RUN, send_to_host
 
 
 def plan_spec(spec, catalog=None):
@@ -75,19 +76,30 @@ FINISHED_RUN = (RunStatus.DONE, RunStatus.CRASHED, RunStatus.FAILED, RunStatus.S
 ACTIVE_RUN = (RunStatus.QUEUED, RunStatus.STARTING, RunStatus.RUNNING)
 
 
+def queued_on(sweep):
+    """Where a sweep's runs are queued, in words."""
+    hosts = host_names(sweep.spec, sweep.host.name)
+    return f"host.{hosts[0]}" if len(hosts) == 1 else f"hosts {', '.join(hosts)} (each takes the next run that fits)"
+
+
 def _enqueue(sweep, run_ids):
-    """Send one `runs.execute_run` task per run to the sweep's host, after commit (a
-    worker must find the runs queued), in sweepcore.gpus.send_order (packed: largest TP
-    first)."""
-    host = sweep.host.name
+    """After commit (a worker must find the runs queued): on one host, one `runs.execute_run`
+    task per run on its queue, in sweepcore.gpus.send_order (packed: largest TP first); on
+    several, one `runs.take_run` token per run, spread over their queues (the token's
+    worker takes whichever run fits its host: runs.worker.store.run_to_take)."""
+    hosts = host_names(sweep.spec, sweep.host.name)
     packing = ((sweep.spec or {}).get("options") or {}).get("packing", EXCLUSIVE)
     if packing != EXCLUSIVE:
         tps = dict(Run.objects.filter(pk__in=run_ids).values_list("id", "tp"))
         run_ids = [run_id for run_id, _ in send_order([(run_id, tps.get(run_id, 1)) for run_id in run_ids], packing)]
+    sweep_id = sweep.pk
 
     def send():
-        for run_id in run_ids:
-            send_to_host(EXECUTE_RUN, host, run_id=run_id)
+        for i, run_id in enumerate(run_ids):
+            if len(hosts) == 1:
+                send_to_host(EXECUTE_RUN, hosts[0], run_id=run_id)
+            else:
+                send_to_host(TAKE_RUN, hosts[i % len(hosts)], sweep_id=sweep_id, host=hosts[i % len(hosts)])
 
     transaction.on_commit(send)
 
@@ -108,7 +120,7 @@ def launch_sweep(sweep, enqueue=True):
     if sweep.status not in (SweepStatus.DRAFT,):
         raise SweepStateError(f"sweep {sweep.pk} is {sweep.status}; only a draft can be launched (resume continues one)")
     runs = Run.objects.filter(sweep=sweep, status=RunStatus.PLANNED).order_by("position")
-    run_ids = _queue_runs(sweep, runs, f"queued on host.{sweep.host.name}")
+    run_ids = _queue_runs(sweep, runs, f"queued on {queued_on(sweep)}")
     sweep.status = SweepStatus.QUEUED if run_ids else SweepStatus.DONE
     sweep.launched_at = timezone.now()
     if not run_ids:

@@ -14,11 +14,11 @@ class RunManager(models.Manager):
         """Runs a worker has claimed and not finished."""
         return self.filter(status__in=[RunStatus.STARTING, RunStatus.RUNNING])
 
-    def claim(self, run_id, worker_id, now, stale_before):
+    def claim(self, run_id, worker_id, now, stale_before, host_id):
         """Take run `run_id` for `worker_id` with one conditional UPDATE, so that only one
         of two workers can succeed: a queued run, or an in-flight one whose heartbeat is
         older than `stale_before` (its worker died). A cancelled sweep's runs are never
-        taken. Returns whether the claim succeeded."""
+        taken. The run is then driven on host `host_id`. Returns whether the claim succeeded."""
         taken = (
             self.filter(pk=run_id)
             .filter(
@@ -26,7 +26,8 @@ class RunManager(models.Manager):
                 | Q(status__in=[RunStatus.STARTING, RunStatus.RUNNING], heartbeat_at__lt=stale_before)
             )
             .exclude(sweep__status=SweepStatus.CANCELLED)
-            .update(status=RunStatus.STARTING, claimed_by=worker_id, claimed_at=now, heartbeat_at=now)
+            .update(status=RunStatus.STARTING, claimed_by=worker_id, claimed_at=now, heartbeat_at=now,
+                    host_id=host_id)
         )
         return taken == 1
 

@@ -70,7 +70,10 @@ class Run(Curated):
     log_path = models.CharField(max_length=1000, blank=True)
     port = models.PositiveIntegerField(null=True, blank=True)
     pid = models.PositiveIntegerField(null=True, blank=True)
-    # The claim: which worker drives the run, and its last sign of life.
+    # The claim: which worker drives the run (on which of the sweep's hosts: set by the
+    # claim; empty until then), and its last sign of life.
+    host = models.ForeignKey("benchmarks.Host", null=True, blank=True, on_delete=models.PROTECT,
+                             related_name="runs_held")
     claimed_by = models.CharField(max_length=200, blank=True)
     claimed_at = models.DateTimeField(null=True, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)

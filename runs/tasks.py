@@ -5,12 +5,20 @@ import os
 
 from celery import current_task, shared_task
 from celery.signals import worker_ready
+from django.utils import timezone
 
 from benchmarks.models import Host
 from runs.lifecycle import enqueue_after, enqueue_queued_runs
 from runs.worker.executor import execute_run as drive
-from runs.worker.store import record_host_heartbeat, seconds_until_stale
-from sweeplab.celery import EXECUTE_RUN, HOST_HEARTBEAT, START_SWEEP_AFTER, send_to_host
+from runs.worker.executor import host_groups
+from runs.worker.store import record_host_heartbeat, run_to_take, seconds_until_stale
+from sweeplab.celery import (
+    EXECUTE_RUN,
+    HOST_HEARTBEAT,
+    START_SWEEP_AFTER,
+    TAKE_RUN,
+    send_to_host,
+)
 
 
 @shared_task(name=HOST_HEARTBEAT)
@@ -42,6 +50,26 @@ def execute_run(self, run_id):
         if wait is not None and self.request.retries < self.max_retries:
             raise self.retry(countdown=wait)
     return status
+
+
+@shared_task(name=TAKE_RUN, bind=True)
+def take_run(self, sweep_id, host):
+    """A token of a sweep whose runs several hosts share, on the queue of `host`: drive the
+    sweep's next run that fits this host's free GPUs now, then the next, until none fits;
+    then look again after a wait (the token sent back to this host's queue). The sweep has
+    one token per run, spread over its hosts, so each host holds about as many as it can run
+    at once; a host that dies takes its tokens with it, and the others' tokens take over
+    its runs once their heartbeat is stale. A token ends when nothing is left to take."""
+    worker = f"{self.request.hostname or 'worker'}:{os.getpid()}"
+    here = Host.objects.get(name=host)
+    while True:
+        run_id, wait = run_to_take(sweep_id, here, timezone.now(), host_groups(here.gpu_count))
+        if run_id is None:
+            break
+        drive(run_id, worker_id=worker, host_id=here.pk)  # None: another worker claimed it first
+    if wait is not None:
+        send_to_host(TAKE_RUN, host, countdown=wait, sweep_id=sweep_id, host=host)
+    return wait
 
 
 @shared_task(name=START_SWEEP_AFTER, bind=True, max_retries=120)

@@ -90,6 +90,24 @@ def choose(free: Iterable[int], count: int, gpu_count: int,
     return sorted(min(blocks, key=crowding))[:count]
 
 
+def groups_from_links(gpu_count: int, close) -> list[frozenset[int]]:
+    """A host's fast-interconnect groups (``choose``'s ``groups``) from ``close(i, j)``: whether
+    GPUs i and j talk fast (NVLink, or one PCIe switch), as NVML reports it. The connected
+    sets, smallest first; [] when the topology tells nothing to choose by (every GPU in one
+    group, or none linked to another)."""
+    group_of = {i: frozenset([i]) for i in range(gpu_count)}
+    for i in range(gpu_count):
+        for j in range(i + 1, gpu_count):
+            if group_of[i] is not group_of[j] and close(i, j):
+                merged = group_of[i] | group_of[j]
+                for k in merged:
+                    group_of[k] = merged
+    groups = sorted(set(group_of.values()), key=lambda g: (len(g), min(g)))
+    if len(groups) <= 1 or all(len(g) == 1 for g in groups):
+        return []
+    return groups
+
+
 def visible_devices(indices: Iterable[int]) -> str:
     """``CUDA_VISIBLE_DEVICES`` for these GPUs: "2,3"."""
     return ",".join(str(i) for i in sorted(indices))

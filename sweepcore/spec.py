@@ -5,7 +5,8 @@ Pure: no Django. Names are checked against a ``Catalog`` (what hosts, engines, m
 workloads exist), which the caller builds from the database (``benchmarks.catalog``).
 
     name: qwen3.6-27b-sm120-ddtree
-    host: sim-8x-rtxpro6000
+    host: sim-8x-rtxpro6000 # or hosts: [sim-8x-a, sim-8x-b]: identical hosts (same GPU model
+                            # and count) sharing the sweep's runs, each taking one that fits
     engine: sglang-sim
     model: Qwen/Qwen3.6-27B
     tp: [1, 4, 8]
@@ -99,6 +100,7 @@ FIELDS = (
     "name",
     "description",
     "host",
+    "hosts",
     "engine",
     "model",
     "tp",
@@ -120,7 +122,7 @@ FIELDS = (
     "exclude",
     "options",
 )
-REQUIRED = ("name", "host", "engine", "model", "methods", "workloads")
+REQUIRED = ("name", "host", "engine", "model", "methods", "workloads")  # host: or hosts
 DEFAULTS = {
     "description": "",
     "tp": [1],
@@ -205,6 +207,12 @@ class Spec:
     slo: dict | None = None  # sweepcore.slo: {"ttft_p99_ms": 2000.0, ...}
     search: dict | None = None  # sweepcore.capacity: {"max_goodput": {metric, low, high, ...}}
     steady_state: dict | None = None  # {"skip_first": 0.2, "skip_last": 0.1}: the ramp left out
+    hosts: tuple = ()  # every host the runs may go to, ``host`` first; () or one: ``host`` alone
+
+    @property
+    def host_names(self):
+        """The hosts the sweep's runs may go to (``host`` first)."""
+        return self.hosts or (self.host,)
 
     @property
     def open_loop(self):
@@ -235,6 +243,7 @@ class Spec:
             "name": self.name,
             "description": self.description,
             "host": self.host,
+            "hosts": list(self.hosts) if len(self.hosts) > 1 else None,
             "engine": self.engine,
             "model": self.model,
             "tp": list(self.tp),
@@ -258,7 +267,10 @@ class Spec:
         }
         if not data["description"]:
             del data["description"]
-        for key in ("until_stable", "request_rate", "max_concurrency", "duration_s", "slo", "search", "steady_state"):
+        if data["hosts"]:  # several hosts: `hosts` names them all, `host` (the first) is implied
+            del data["host"]
+        for key in ("hosts", "until_stable", "request_rate", "max_concurrency", "duration_s", "slo", "search",
+                    "steady_state"):
             if data[key] is None:
                 del data[key]
         if self.open_loop or self.search:  # max_concurrency caps an open loop; a search picks its loads
@@ -477,6 +489,43 @@ class _Checker:
             self.error(path, f"unknown {noun} {name!r}; known {noun}s: {listed}")
             return None
         return name
+
+
+def host_names(data, host):
+    """The hosts a stored (normalised) spec's runs may go to: its ``hosts``, or its one
+    ``host`` (the sweep's own, given)."""
+    return list((data or {}).get("hosts") or [host])
+
+
+def _hosts(check, data, catalog):
+    """(host, hosts) of ``host: a`` or ``hosts: [a, b, ...]``: several hosts share the runs only
+    when they are alike (the same GPU model and count: a run's verdicts, quarantines and
+    history key on the GPU kind, and each host must be able to take any run)."""
+    if "hosts" not in data:
+        name = check.catalog_name("host", data["host"], catalog.hosts, "host") if "host" in data else None
+        return name, ()
+    if "host" in data:
+        check.error("hosts", "give host (one) or hosts (a list), not both")
+        return None, ()
+    listed = data["hosts"]
+    if not isinstance(listed, list) or not listed:
+        check.error("hosts", f"expected a non-empty list of host names, got {describe(listed)}")
+        return None, ()
+    names = [check.catalog_name(f"hosts[{i}]", item, catalog.hosts, "host") for i, item in enumerate(listed)]
+    if None in names:
+        return None, ()
+    if len(set(names)) != len(names):
+        check.error("hosts", f"lists a host twice: {', '.join(names)}")
+        return None, ()
+    first = catalog.hosts[names[0]]
+    for i, name in enumerate(names[1:], start=1):
+        other = catalog.hosts[name]
+        if (other.gpu_model, other.gpu_count) != (first.gpu_model, first.gpu_count):
+            check.error(f"hosts[{i}]", f"host {name!r} has {other.gpu_count} x {other.gpu_model or 'no GPU'}, "
+                                       f"host {first.name!r} {first.gpu_count} x {first.gpu_model or 'no GPU'}: "
+                                       f"the hosts of one sweep must be alike")
+            return None, ()
+    return names[0], tuple(names) if len(names) > 1 else ()
 
 
 def _single_key_item(check, path, item, what):
@@ -788,7 +837,7 @@ def validate(data, catalog):
         raise SpecError(f"expected a mapping of sweep fields ({', '.join(REQUIRED)}, …), got {describe(data)}")
     check.unknown_keys("", data, list(FIELDS))
     for key in REQUIRED:
-        if key not in data:
+        if key not in data and not (key == "host" and "hosts" in data):
             check.error(key, "required")
     values = {**DEFAULTS, **{k: v for k, v in data.items() if k in FIELDS}}
 
@@ -797,7 +846,7 @@ def validate(data, catalog):
     if not isinstance(description, str):
         check.error("description", f"expected a string, got {describe(description)}")
         description = ""
-    host_name = check.catalog_name("host", data["host"], catalog.hosts, "host") if "host" in data else None
+    host_name, hosts = _hosts(check, data, catalog)
     engine_name = check.catalog_name("engine", data["engine"], catalog.engines, "engine") if "engine" in data else None
     model_name = check.catalog_name("model", data["model"], catalog.models, "model") if "model" in data else None
     host = catalog.hosts.get(host_name)
@@ -840,6 +889,7 @@ def validate(data, catalog):
         name=name,
         description=description,
         host=host_name,
+        hosts=hosts,
         engine=engine_name,
         model=model_name,
         tp=tp,

@@ -7,6 +7,8 @@ import threading
 import time
 from dataclasses import dataclass
 
+from sweepcore import gpus
+
 try:
     import pynvml
 except ImportError:  # the package is a requirement; a broken install is still reported
@@ -105,6 +107,15 @@ class Nvml:
         ]
 
 
+    def close(self, i, j):
+        """Whether GPUs i and j talk fast: NVLink peer-to-peer, or one PCIe switch."""
+        a, b = pynvml.nvmlDeviceGetHandleByIndex(i), pynvml.nvmlDeviceGetHandleByIndex(j)
+        nvlink = _maybe(pynvml.nvmlDeviceGetP2PStatus, a, b, pynvml.NVML_P2P_CAPS_INDEX_NVLINK)
+        if nvlink == pynvml.NVML_P2P_STATUS_OK:
+            return True
+        level = _maybe(pynvml.nvmlDeviceGetTopologyCommonAncestor, a, b)
+        return level is not None and level <= pynvml.NVML_TOPOLOGY_MULTIPLE
+
     def process_utilization(self, index):
         """{pid: SM utilisation %} over the driver's last sampling window; empty where
         the GPU or driver does not report per-process utilisation."""
@@ -114,6 +125,15 @@ class Nvml:
         for s in samples:
             utils[s.pid] = max(utils.get(s.pid, 0.0), float(s.smUtil))
         return utils
+
+
+def gpu_groups(gpu_count):
+    """The host's fast-interconnect groups for sweepcore.gpus.choose: GPUs linked by NVLink
+    (peer-to-peer over NVLink reported OK) or under one PCIe switch (their closest common
+    ancestor no further than NVML_TOPOLOGY_MULTIPLE). [] when it tells nothing to choose by."""
+    with Nvml() as nvml:
+        count = min(gpu_count, nvml.count())
+        return gpus.groups_from_links(count, nvml.close)
 
 
 def busy_gpus(indices, allowed_pids=()):

@@ -16,6 +16,7 @@ app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 
 EXECUTE_RUN = "runs.execute_run"
+TAKE_RUN = "runs.take_run"
 START_SWEEP_AFTER = "runs.start_sweep_after"
 HOST_HEARTBEAT = "runs.host_heartbeat"
 
@@ -37,7 +38,7 @@ def host_queue(host_name):
     return f"host.{host_name}"
 
 
-def send_to_host(task_name, host_name, **kwargs):
+def send_to_host(task_name, host_name, countdown=None, **kwargs):
     """Enqueue the task named `task_name` on the queue of one host, where only that host's
-    workers look."""
-    return app.send_task(task_name, kwargs=kwargs, queue=host_queue(host_name))
+    workers look (not before `countdown` seconds, if given)."""
+    return app.send_task(task_name, kwargs=kwargs, queue=host_queue(host_name), countdown=countdown)

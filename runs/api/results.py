@@ -26,6 +26,7 @@ class RunOut(Schema):
     params: dict
     tp: int
     attempt: int
+    host: str | None = Field(description="the host it ran on (one of its sweep's hosts); null until claimed")
     label: str
     status: str
     reason: str
@@ -53,7 +54,8 @@ class RunList(Schema):
 def run_out(run):
     return {
         "id": run.pk, "sweep": run.sweep_id, "position": run.position, "method": run.method, "params": run.params,
-        "tp": run.tp, "attempt": run.attempt, "label": run.config_label, "status": run.status, "reason": run.reason,
+        "tp": run.tp, "attempt": run.attempt, "host": run.host.name if run.host_id else None,
+        "label": run.config_label, "status": run.status, "reason": run.reason,
         "failure_kind": run.failure_kind, "failure_cause": run.failure_cause, "engine_version": run.engine_version,
         "context_length": run.context_length, "kv_capacity_tokens": run.kv_capacity_tokens,
         "argv": run.argv if isinstance(run.argv, list) else [], "capacity": run.capacity or None,
@@ -73,13 +75,13 @@ class RunFilters(Schema):
 
 RUN_FIELDS = ("id", "sweep_id", "position", "method", "params", "tp", "attempt", "status", "reason", "failure_kind",
               "failure_cause", "engine_version", "context_length", "kv_capacity_tokens", "argv", "capacity", "excluded",
-              "exclude_reason", "is_baseline", "started_at", "finished_at")
+              "exclude_reason", "is_baseline", "started_at", "finished_at", "host__name")
 
 
 @router.get("/runs", response={200: RunList, 400: ErrorOut, **DENIED}, tags=["results"])
 def list_runs(request, filters: Query[RunFilters], paging: Query[Paging]):
     limit, offset = paging.bounds()
-    qs = Run.objects.only(*RUN_FIELDS)
+    qs = Run.objects.select_related("host").only(*RUN_FIELDS)
     for field in ("sweep", "status", "method", "tp", "failure_kind"):
         value = getattr(filters, field)
         if value is not None and value != "":

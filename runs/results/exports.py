@@ -143,7 +143,7 @@ def sweep_as_dict(sweep):
     """The shape `sweep show --json` and `sweep run --json` print: the runs in plan order,
     each with its points and their evidence (runs.results.evidence.point_evidence)."""
     sweep.refresh_from_db(fields=["status"])
-    runs = Run.objects.filter(sweep=sweep).order_by("position").prefetch_related(
+    runs = Run.objects.filter(sweep=sweep).select_related("host").order_by("position").prefetch_related(
         Prefetch("points", queryset=Point.objects.select_related("workload").order_by("position"))
     )
     return {
@@ -154,6 +154,7 @@ def sweep_as_dict(sweep):
                 "method": run.method,
                 "params": run.params,
                 "tp": run.tp,
+                "host": run.host.name if run.host_id else None,  # where it ran (null until claimed)
                 "status": run.status,
                 "failure_kind": run.failure_kind,
                 "failure_cause": run.failure_cause,

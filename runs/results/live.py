@@ -236,6 +236,7 @@ def run_drawer(run):
             "params": run.params,
             "tp": run.tp,
             "attempt": run.attempt,
+            "host": run.host.name if run.host_id else None,
             "status": run.status,
             "status_display": run.get_status_display(),
             "reason": run.reason,

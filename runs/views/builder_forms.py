@@ -282,7 +282,8 @@ def _select(id, path, label, names, value, write, **kw):
 
 
 def _basics(data, catalog):
-    host = catalog.hosts.get(data.get("host"))
+    shared = data.get("hosts") if isinstance(data.get("hosts"), list) else []
+    host = catalog.hosts.get(data.get("host") or (text(shared[0]) if shared else None))
     engine = catalog.engines.get(data.get("engine"))
     model = catalog.models.get(data.get("model"))
     current_tp = data.get("tp", DEFAULTS["tp"])
@@ -302,7 +303,8 @@ def _basics(data, catalog):
         ], row=False),
         Group([
             _select("f-host", "host", "Host", catalog.hosts, data.get("host"), name_of("host", True), rerender=True,
-                    hint=f"{host.gpu_count} × {host.gpu_model or 'CPU'}" if host else ""),
+                    hint=(f"{host.gpu_count} × {host.gpu_model or 'CPU'}" if host else "")
+                    + (f"; shared with hosts: {', '.join(map(text, shared))} (edit in YAML)" if shared else "")),
             _select("f-engine", "engine", "Engine", catalog.engines, data.get("engine"), name_of("engine", True),
                     rerender=True, hint=engine.kind if engine else ""),
             _select("f-model", "model", "Model", catalog.models, data.get("model"), name_of("model", True),

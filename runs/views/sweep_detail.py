@@ -13,7 +13,7 @@ from django.views.decorators.http import require_POST
 
 from benchmarks.models import Sweep
 from runs.forms import chart_choice
-from runs.lifecycle import SweepStateError, cancel_sweep, launch_sweep, resume_sweep
+from runs.lifecycle import SweepStateError, cancel_sweep, launch_sweep, queued_on, resume_sweep
 from runs.models import PointStatus, Run
 from runs.results import live
 from runs.results import points_table as points_table_lib
@@ -171,7 +171,7 @@ def _sweep_action(request, sweep_id, action, verb):
         messages.error(request, f"Cannot {verb} sweep #{sweep.pk}: {exc}.")
     else:
         if verb == "launch":
-            messages.success(request, f"Sweep #{sweep.pk} launched: {len(result)} run(s) queued on host.{sweep.host.name}.")
+            messages.success(request, f"Sweep #{sweep.pk} launched: {len(result)} run(s) queued on {queued_on(sweep)}.")
         elif verb == "cancel":
             messages.success(
                 request, f"Sweep #{sweep.pk} cancelled: {result} waiting run(s) will not start; a running one stops at its next point."

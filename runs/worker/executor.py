@@ -67,6 +67,22 @@ CONNECTION_ERRORS = {RequestErrorKind.CONNECTION_REFUSED, RequestErrorKind.CONNE
 TIMEOUT_ERRORS = {RequestErrorKind.TIMEOUT_FIRST_TOKEN, RequestErrorKind.TIMEOUT_STALL, RequestErrorKind.TIMEOUT_TOTAL}
 
 
+_TOPOLOGY = {}
+
+
+def host_groups(gpu_count):
+    """This host's fast-interconnect groups (sweepcore.telemetry.gpu_groups), read from NVML
+    once per worker process; [] without NVML (a CPU host, the simulator's machine)."""
+    if not gpu_count:
+        return []
+    if gpu_count not in _TOPOLOGY:
+        try:
+            _TOPOLOGY[gpu_count] = telemetry.gpu_groups(gpu_count)
+        except telemetry.NvmlUnavailable:
+            _TOPOLOGY[gpu_count] = []
+    return _TOPOLOGY[gpu_count]
+
+
 # --- pure decisions -------------------------------------------------------------------
 
 
@@ -253,20 +269,21 @@ class Server:
 # --- the executor ---------------------------------------------------------------------
 
 
-def execute_run(run_id, worker_id=None):
-    """Claim and drive one run. Returns its final status, or None if it was not ours."""
+def execute_run(run_id, worker_id=None, host_id=None):
+    """Claim and drive one run on host `host_id` (default: its sweep's host). Returns its
+    final status, or None if it was not ours."""
     worker_id = worker_id or f"{socket.gethostname()}:{os.getpid()}"
-    executor = RunExecutor(run_id, worker_id)
+    executor = RunExecutor(run_id, worker_id, host_id)
     if not executor.claim():
         return None
     return executor.execute()
 
 
 class RunExecutor:
-    def __init__(self, run_id, worker_id):
+    def __init__(self, run_id, worker_id, host_id=None):
         self.run_id = run_id
         self.worker_id = worker_id
-        self.store = RunStore(run_id, worker_id)
+        self.store = RunStore(run_id, worker_id, host_id)
         self.run = None
         self.server = None
         self.heartbeat = None
@@ -283,9 +300,15 @@ class RunExecutor:
         self.run = self.store.run
         previous = self.run.pid
         self.store.event(RunEventKind.CLAIMED, f"claimed by {self.worker_id}")
-        # A takeover: the previous worker died, its server may live on.
-        if previous and kill_leftover(previous, self.run.argv):
+        # A takeover: the previous worker died, its server may live on (on this host only:
+        # a pid of another host means nothing here).
+        same_host = self.store.previous_host_id in (None, self.run.host_id)
+        if previous and same_host and kill_leftover(previous, self.run.argv):
             self.store.event(RunEventKind.RESUMED, f"killed the server (pid {previous}) left by the previous worker")
+        elif not same_host:
+            self.store.event(RunEventKind.RESUMED, f"taken over on host {self.run.host.name} from another host, "
+                                                   f"whose worker stopped heartbeating",
+                             previous_host=self.store.previous_host_id)
         # Its earlier leases went with that server: this worker leases again.
         self.store.release_gpus(f"taken over by {self.worker_id}")
         return True
@@ -439,14 +462,15 @@ class RunExecutor:
         options.packing exclusive (one run per host at a time), its TP's under pack.
         While they are held by other runs, or another waiting run comes first, wait (saying
         so once per change), ready to stop at a cancel."""
-        host = self.run.sweep.host
+        host = self.run.host
         packing = self.options.get("packing", gpus.EXCLUSIVE)
         count = gpus.gpus_needed(packing, self.run.tp, host.gpu_count)
         if not count:
             return
         said = None
+        groups = host_groups(host.gpu_count)
         while True:
-            answer = self.store.lease_gpus(count)
+            answer = self.store.lease_gpus(count, groups)
             if answer.taken_back:
                 self.store.event(RunEventKind.WAITING_FOR_GPUS,
                                  f"took back {answer.taken_back} GPU lease(s) of host {host.name} from runs that "
@@ -461,6 +485,9 @@ class RunExecutor:
             time.sleep(GPU_LEASE_POLL_S)
         self.leased = answer.gpus
         how = "every GPU of the host (packing: exclusive)" if packing == gpus.EXCLUSIVE else f"TP{self.run.tp}"
+        if groups and packing != gpus.EXCLUSIVE:
+            inside = any(set(self.leased) <= set(g) for g in groups)
+            how += ", on one NVLink/PCIe-switch group" if inside else ", across groups: no group had them free"
         self.store.event(RunEventKind.GPUS_LEASED, f"GPU(s) {gpus.visible_devices(self.leased)} of host {host.name} "
                                                   f"leased: {how}", gpus=self.leased)
 
@@ -482,7 +509,7 @@ class RunExecutor:
     def preflight(self):
         """What was checked, in words; raises PreflightFailed when the run cannot start.
         The port is not among the checks: it is picked at launch (`start_server`)."""
-        run, host, llm, engine = self.run, self.run.sweep.host, self.run.sweep.llm, self.run.sweep.engine
+        run, host, llm, engine = self.run, self.run.host, self.run.sweep.llm, self.run.sweep.engine
         checked = []
         for what, path in (("model", llm.path), ("draft model", llm.draft_model_path)):
             if not path:

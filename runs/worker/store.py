@@ -37,6 +37,12 @@ NO_EVIDENCE = {"validity": "", "validity_reasons": [], "intervals": {}, "simulat
                "stop_reason": "", "host_load": {}, "co_runs": []}
 
 
+#: Seconds between two looks, by a worker of a sweep shared by several hosts, for a run that
+#: fits its free GPUs (runs.tasks.take_run).
+TAKE_POLL_S = float(os.environ.get("SWEEPLAB_TAKE_POLL_S", 5))
+IN_FLIGHT = (RunStatus.STARTING, RunStatus.RUNNING)
+
+
 def stale_after():
     """A claim whose heartbeat is older than this may be taken over (the worker died)."""
     return timedelta(seconds=int(os.environ.get("SWEEPLAB_STALE_CLAIM_S", 60)))
@@ -76,13 +82,49 @@ def gpu_queue(host_id, now):
     first), then the oldest sweep, then the plan's order. (run id, GPUs it needs) pairs."""
     holding = GpuLease.objects.filter(released_at__isnull=True).values("run_id")
     waiting = (Run.objects.in_flight()
-               .filter(sweep__host_id=host_id, heartbeat_at__gte=now - stale_after())
+               .filter(host_id=host_id, heartbeat_at__gte=now - stale_after())
                .exclude(pk__in=holding)
                .order_by("sweep_id", "position", "id")
-               .values_list("id", "tp", "sweep__spec", "sweep__host__gpu_count"))
+               .values_list("id", "tp", "sweep__spec", "host__gpu_count"))
     needs = [(run_id, gpus.gpus_needed(((spec or {}).get("options") or {}).get("packing", gpus.EXCLUSIVE), tp, count))
              for run_id, tp, spec, count in waiting]
     return gpus.serve_order(needs)
+
+
+def run_to_take(sweep_id, host, now, groups=()):
+    """For a worker of `host` holding a token of a sweep its runs share with other hosts
+    (runs.tasks.take_run): the run to drive now and, when there is none, how long to wait.
+
+    Returns (run id, None): the first of the sweep's takeable runs (queued, or in flight
+    under a stale heartbeat: its worker or host died) in sweepcore.gpus.send_order that fits
+    the host's free GPUs now (in one of its fast-interconnect `groups`, if known);
+    (None, seconds): none fits now, look again then (soon while
+    runs wait; when only live runs are left, once the first of them could go stale);
+    (None, None): nothing is left to take (every run finished, or the sweep cancelled)."""
+    sweep = Sweep.objects.filter(pk=sweep_id).values("status", "spec").first()
+    if sweep is None or sweep["status"] not in (SweepStatus.QUEUED, SweepStatus.RUNNING):
+        return None, None
+    packing = ((sweep["spec"] or {}).get("options") or {}).get("packing", gpus.EXCLUSIVE)
+    stale_before = now - stale_after()
+    unfinished = list(Run.objects.filter(sweep_id=sweep_id)
+                      .filter(models.Q(status=RunStatus.QUEUED) | models.Q(status__in=IN_FLIGHT))
+                      .order_by("position", "id").values_list("id", "tp", "status", "heartbeat_at"))
+    if not unfinished:
+        return None, None
+    takeable = [(run_id, tp) for run_id, tp, status, beat in unfinished
+                if status == RunStatus.QUEUED or beat is None or beat < stale_before]
+    take_back_gpus(host.pk, now)
+    held = set(GpuLease.objects.filter(host=host, released_at__isnull=True).values_list("gpu_index", flat=True))
+    free = [i for i in range(host.gpu_count) if i not in held]
+    for run_id, tp in gpus.send_order(takeable, packing):
+        need = gpus.gpus_needed(packing, tp, host.gpu_count)
+        if tp <= max(host.gpu_count, 1) and (not need or gpus.choose(free, need, host.gpu_count, groups) is not None):
+            return run_id, None
+    if takeable:
+        return None, TAKE_POLL_S
+    beats = [beat for _, _, status, beat in unfinished if beat is not None]
+    first_stale = (min(beats) + stale_after() - now).total_seconds() if beats else 0.0
+    return None, min(max(TAKE_POLL_S, first_stale + 1.0), stale_after().total_seconds())
 
 
 @dataclass(frozen=True)
@@ -104,9 +146,11 @@ class RunStore:
     """The writes of one executor for one run, as `worker_id`. `run` is loaded by a
     successful `claim`, with its sweep's host, engine and model."""
 
-    def __init__(self, run_id, worker_id):
+    def __init__(self, run_id, worker_id, host_id=None):
         self.run_id = run_id
         self.worker_id = worker_id
+        self.host_id = host_id  # where it runs: one of its sweep's hosts (None: the sweep's own)
+        self.previous_host_id = None  # where it ran before this claim (a takeover), if anywhere
         self.run = None
 
     # claim and heartbeat -------------------------------------------------------------
@@ -114,18 +158,27 @@ class RunStore:
     def claim(self):
         """Take the run (see RunManager.claim). Returns whether it is ours."""
         now = timezone.now()
-        if not Run.objects.claim(self.run_id, self.worker_id, now, now - stale_after()):
+        before = Run.objects.filter(pk=self.run_id).values("sweep__host_id", "host_id").first() or {}
+        self.previous_host_id = before.get("host_id")
+        host_id = self.host_id or before.get("sweep__host_id")
+        if not Run.objects.claim(self.run_id, self.worker_id, now, now - stale_after(), host_id):
             return False
-        self.run = Run.objects.select_related("sweep__host", "sweep__engine", "sweep__llm").get(pk=self.run_id)
+        self.run = Run.objects.select_related("host", "sweep__engine", "sweep__llm").get(pk=self.run_id)
         return True
+
+    @property
+    def host(self):
+        """The host the run was claimed on (one of its sweep's hosts)."""
+        return self.run.host
 
     # GPU leases ----------------------------------------------------------------------------
 
-    def lease_gpus(self, count):
-        """Lease `count` GPUs of the run's host for the run (sweepcore.gpus.choose picks them)
-        when it is the first of the host's waiting runs (`gpu_queue`) and they are free.
-        Returns a LeaseAnswer."""
-        host = self.run.sweep.host
+    def lease_gpus(self, count, groups=()):
+        """Lease `count` GPUs of the run's host for the run (sweepcore.gpus.choose picks them,
+        inside one of the host's fast-interconnect `groups` where it reported them) when it
+        is the first of the host's waiting runs (`gpu_queue`) and they are free. Returns a
+        LeaseAnswer."""
+        host = self.host
         now = timezone.now()
         taken_back = take_back_gpus(host.pk, now)
         held = dict(GpuLease.objects.filter(host=host, released_at__isnull=True).values_list("gpu_index", "run_id"))
@@ -133,7 +186,7 @@ class RunStore:
         if queue and queue[0][0] != self.run_id and any(run_id == self.run_id for run_id, _ in queue):
             return LeaseAnswer(None, held, taken_back, behind=queue[0][0])
         free = [i for i in range(host.gpu_count) if i not in held]
-        chosen = gpus.choose(free, count, host.gpu_count)
+        chosen = gpus.choose(free, count, host.gpu_count, groups)
         if chosen is None:
             return LeaseAnswer(None, held, taken_back)
         try:
@@ -149,7 +202,7 @@ class RunStore:
     def co_runs(self, start, end):
         """The other runs that held GPUs of this run's host at some moment between `start`
         and `end` (sorted ids): what shared the host with a point measured then."""
-        overlapping = (GpuLease.objects.filter(host_id=self.run.sweep.host_id, leased_at__lt=end)
+        overlapping = (GpuLease.objects.filter(host_id=self.run.host_id, leased_at__lt=end)
                        .filter(models.Q(released_at__isnull=True) | models.Q(released_at__gt=start))
                        .exclude(run_id=self.run_id))
         return sorted(set(overlapping.values_list("run_id", flat=True)))
@@ -249,7 +302,7 @@ class RunStore:
         now = timezone.now()
         key = {
             "engine_kind": sweep.engine.kind, "llm": sweep.llm, "method": run.method,
-            "params_key": run.params_key, "tp": run.tp, "compute_capability": sweep.host.compute_capability,
+            "params_key": run.params_key, "tp": run.tp, "compute_capability": self.host.compute_capability,
         }
         with transaction.atomic():
             kf, created = KnownFailure.objects.select_for_update().get_or_create(
@@ -265,7 +318,7 @@ class RunStore:
         self.set_run(known_failure=kf)
         self.event(
             RunEventKind.QUARANTINED,
-            f"{run.config_label} on compute capability {sweep.host.compute_capability or 'cpu'} is quarantined: "
+            f"{run.config_label} on compute capability {self.host.compute_capability or 'cpu'} is quarantined: "
             f"{failure.signature}",
             known_failure=kf.pk,
         )

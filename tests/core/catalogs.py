@@ -8,6 +8,8 @@ def demo_catalog():
         hosts={
             "local-cpu": HostInfo("local-cpu", 0),
             "sim-8x-rtxpro6000": HostInfo("sim-8x-rtxpro6000", 8, "12.0", "NVIDIA RTX PRO 6000 Blackwell"),
+            "sim-8x-rtxpro6000-b": HostInfo("sim-8x-rtxpro6000-b", 8, "12.0", "NVIDIA RTX PRO 6000 Blackwell"),
+            "sim-4x-h200": HostInfo("sim-4x-h200", 4, "9.0", "NVIDIA H200"),
         },
         engines={
             "llamacpp-cpu": EngineInfo("llamacpp-cpu", "llamacpp", ("autoregressive", "prompt-lookup")),

@@ -2,6 +2,7 @@
 
 import pytest
 
+from sweepcore import gpus
 from sweepcore.gpus import aligned_blocks, choose, overlapping_leases, parse_visible_devices, visible_devices
 
 
@@ -58,3 +59,20 @@ def test_overlapping_leases_are_found_even_behind_a_long_one():
               ("h", 1, 0, 5, "e"), ("h", 1, 5, 6, "f"), ("g", 0, 0, 10, "x")]
     assert overlapping_leases(leases) == [(("h", 0), "a", "b"), (("h", 0), "a", "c")]
     assert overlapping_leases([("h", 0, 0, None, "a"), ("h", 0, 5, 6, "b")]) == [(("h", 0), "a", "b")]
+
+
+def test_groups_from_links_are_the_connected_sets_smallest_first():
+    links = {(0, 1), (2, 3), (3, 4), (5, 6), (6, 7), (4, 5)}
+    close = lambda i, j: (i, j) in links  # noqa: E731
+    assert gpus.groups_from_links(8, close) == [frozenset({0, 1}), frozenset({2, 3, 4, 5, 6, 7})]
+
+
+def test_groups_from_links_tell_nothing_when_all_or_none_are_linked():
+    assert gpus.groups_from_links(4, lambda i, j: True) == []
+    assert gpus.groups_from_links(4, lambda i, j: False) == []
+
+
+def test_a_tp2_run_goes_inside_a_group_the_topology_reported():
+    groups = gpus.groups_from_links(8, lambda i, j: (i < 4) == (j < 4) and i != 0 and j != 0)
+    # GPU 0 alone; 1-3 and 4-7 linked: a TP2 run takes the tighter group's GPUs.
+    assert gpus.choose(range(8), 2, 8, groups) == [1, 2]

@@ -124,7 +124,7 @@ def test_a_cpu_host_takes_tp_1_only():
 @pytest.mark.parametrize(
     "old, new, message",
     [
-        ("host: sim-8x-rtxpro6000", "host: gpu-9", "host: unknown host 'gpu-9'; known hosts: local-cpu, sim-8x-rtxpro6000"),
+        ("host: sim-8x-rtxpro6000", "host: gpu-9", "host: unknown host 'gpu-9'; known hosts: local-cpu, sim-4x-h200, sim-8x-rtxpro6000, sim-8x-rtxpro6000-b"),
         ("engine: sglang-sim", "engine: vllm-9", "engine: unknown engine 'vllm-9'; known engines: llamacpp-cpu, sglang-sim"),
         ("model: Qwen/Qwen3.6-27B", "model: Llama-9", "model: unknown model 'Llama-9'; known models: Qwen/Qwen3.6-27B, SmolLM2-135M-Instruct"),
         ("workloads: [fibonacci]", "workloads: [poetry]", "workloads[0]: unknown workload 'poetry'; known workloads: fibonacci, long-context, sharegpt"),
@@ -252,3 +252,40 @@ def test_until_stable_min_requests_may_equal_max_requests():
 )
 def test_it_rejects_bad_repeats_and_until_stable(line, messages):
     assert errors_of(with_line(line)) == messages
+
+
+SEVERAL = BASE.replace("host: sim-8x-rtxpro6000\n", "hosts: [sim-8x-rtxpro6000, sim-8x-rtxpro6000-b]\n")
+
+
+def test_several_alike_hosts_share_a_sweep_and_round_trip():
+    spec = validate(load_yaml(SEVERAL), demo_catalog())
+    assert spec.host == "sim-8x-rtxpro6000"
+    assert spec.host_names == ("sim-8x-rtxpro6000", "sim-8x-rtxpro6000-b")
+    data = spec.to_dict()
+    assert data["hosts"] == ["sim-8x-rtxpro6000", "sim-8x-rtxpro6000-b"] and "host" not in data
+    assert validate(load_yaml(dump_yaml(data)), demo_catalog()) == spec
+
+
+def test_one_host_is_written_host_and_hosts_of_one_is_the_same():
+    one = validate(load_yaml(BASE), demo_catalog())
+    listed = validate(load_yaml(BASE.replace("host: sim-8x-rtxpro6000\n", "hosts: [sim-8x-rtxpro6000]\n")),
+                      demo_catalog())
+    assert one == listed and one.host_names == ("sim-8x-rtxpro6000",)
+    assert "hosts" not in one.to_dict() and one.to_dict()["host"] == "sim-8x-rtxpro6000"
+
+
+@pytest.mark.parametrize("line, path, words", [
+    ("hosts: [sim-8x-rtxpro6000, sim-4x-h200]", "hosts[1]", "must be alike"),
+    ("hosts: [sim-8x-rtxpro6000, nowhere]", "hosts[1]", "unknown host 'nowhere'"),
+    ("hosts: [sim-8x-rtxpro6000, sim-8x-rtxpro6000]", "hosts", "twice"),
+    ("hosts: []", "hosts", "non-empty list"),
+    ("hosts: sim-8x-rtxpro6000", "hosts", "non-empty list"),
+])
+def test_hosts_that_cannot_share_a_sweep_are_refused_by_path(line, path, words):
+    errors = errors_of(BASE.replace("host: sim-8x-rtxpro6000\n", line + "\n"))
+    assert any(e.startswith(f"{path}: ") and words in e for e in errors), errors
+
+
+def test_host_and_hosts_together_are_refused():
+    errors = errors_of(BASE + "hosts: [sim-8x-rtxpro6000, sim-8x-rtxpro6000-b]\n")
+    assert len(errors) == 1 and errors[0].startswith("hosts: ") and "not both" in errors[0]

@@ -108,3 +108,35 @@ def test_the_sampler_hands_batches_to_its_sink_until_stopped(monkeypatch):
     sampler.stop()
     assert not sampler.is_alive() and sampler.error is None
     assert len(batches) >= 3 and [s.gpu_index for s in batches[0]] == [0, 1]
+
+
+def test_gpu_groups_join_nvlink_peers_and_gpus_under_one_pcie_switch(monkeypatch):
+    # An 8-GPU host: 0-3 NVLinked; 4-5 and 6-7 each under one PCIe switch; across, the CPU.
+    nvlink = {frozenset(p) for p in [(0, 1), (1, 2), (2, 3), (0, 3)]}
+    switch = {frozenset(p) for p in [(4, 5), (6, 7)]}
+
+    def p2p(a, b, index):
+        assert index == 2
+        return 0 if frozenset((a, b)) in nvlink else 3  # OK / not supported
+
+    def ancestor(a, b):
+        return 20 if frozenset((a, b)) in switch else 50  # MULTIPLE / SYSTEM
+
+    _, nvml = fake_nvml(gpus=8)
+    nvml.NVML_P2P_CAPS_INDEX_NVLINK, nvml.NVML_P2P_STATUS_OK, nvml.NVML_TOPOLOGY_MULTIPLE = 2, 0, 20
+    nvml.nvmlDeviceGetP2PStatus = p2p
+    nvml.nvmlDeviceGetTopologyCommonAncestor = ancestor
+    monkeypatch.setattr(telemetry, "pynvml", nvml)
+    assert telemetry.gpu_groups(8) == [frozenset({4, 5}), frozenset({6, 7}), frozenset({0, 1, 2, 3})]
+
+
+def test_gpu_groups_say_nothing_when_nvml_cannot_tell(monkeypatch):
+    _, nvml = fake_nvml(gpus=4)
+    nvml.NVML_P2P_CAPS_INDEX_NVLINK, nvml.NVML_P2P_STATUS_OK, nvml.NVML_TOPOLOGY_MULTIPLE = 2, 0, 20
+
+    def unsupported(*args):
+        raise FakeNVMLError("Not Supported")
+
+    nvml.nvmlDeviceGetP2PStatus = nvml.nvmlDeviceGetTopologyCommonAncestor = unsupported
+    monkeypatch.setattr(telemetry, "pynvml", nvml)
+    assert telemetry.gpu_groups(4) == []

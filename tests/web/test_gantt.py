@@ -11,9 +11,9 @@ from runs.results.gantt import sweep_gantt
 from tests.web.sweeps import add_run, make_sweep
 
 
-def lease(run, gpus, start_s, end_s, origin):
+def lease(run, gpus, start_s, end_s, origin, host=None):
     for gpu in gpus:
-        GpuLease.objects.create(host=run.sweep.host, gpu_index=gpu, run=run, worker="w",
+        GpuLease.objects.create(host=host or run.sweep.host, gpu_index=gpu, run=run, worker="w",
                                 leased_at=origin + timedelta(seconds=start_s),
                                 released_at=None if end_s is None else origin + timedelta(seconds=end_s),
                                 release_reason="" if end_s is None else "teardown")
@@ -38,6 +38,25 @@ def test_packed_runs_side_by_side_come_near_the_ideal(catalog):
     assert (bar["run"], bar["start"], bar["end"], bar["used"], bar["tp"]) == (tp1.pk, 10, 60, True, 1)
     assert bar["config"] == "ddtree budget=4 topk_cap=8 TP1"
     assert gantt["rows"][7]["bars"] == [] and not gantt["running"]
+
+
+def test_a_sweep_shared_by_two_hosts_has_a_row_per_gpu_of_each_and_an_ideal_over_all(catalog):
+    from benchmarks.models import Host
+
+    sweep = make_sweep("two-hosts")
+    sweep.spec = {**sweep.spec, "hosts": ["sim-8x-rtxpro6000", "sim-8x-rtxpro6000-b"]}
+    sweep.save(update_fields=["spec"])
+    on_a = add_run(sweep, 0, "autoregressive", {}, 8)
+    on_b = add_run(sweep, 1, "dflash", {"block_size": 16}, 8)
+    origin = timezone.now() - timedelta(minutes=5)
+    lease(on_a, range(8), 0, 100, origin)
+    lease(on_b, range(8), 0, 100, origin, host=Host.objects.get(name="sim-8x-rtxpro6000-b"))
+    gantt = sweep_gantt(sweep)
+    assert gantt["gpu_count"] == 16 and len(gantt["rows"]) == 16
+    assert gantt["hosts"] == ["sim-8x-rtxpro6000", "sim-8x-rtxpro6000-b"]
+    assert [row["label"] for row in gantt["rows"]][7:9] == ["sim-8x-rtxpro6000 GPU 7", "sim-8x-rtxpro6000-b GPU 0"]
+    assert [bar["run"] for bar in gantt["rows"][8]["bars"]] == [on_b.pk]
+    assert gantt["ideal_s"] == 100 and gantt["ratio"] == 1.0
 
 
 def test_an_exclusive_run_holds_the_host_but_runs_on_its_tp(catalog):

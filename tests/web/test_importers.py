@@ -109,7 +109,7 @@ def test_host_model_and_engine_come_from_the_options_or_are_refused(catalog):
     data = ONE_BATCH_FILE.read_bytes()
     with pytest.raises(CatalogError) as exc:
         import_file(ONE_BATCH_FILE.name, data, model="Qwen/Qwen3.6-27B")
-    assert "pass --host NAME (known hosts: h200-box, local-cpu, sim-8x-rtxpro6000)" in str(exc.value)
+    assert "pass --host NAME (known hosts: h200-box, local-cpu, sim-8x-rtxpro6000, sim-8x-rtxpro6000-b)" in str(exc.value)
     with pytest.raises(CatalogError, match="--host: no host named 'nope'"):
         import_file(ONE_BATCH_FILE.name, data, host="nope", model="Qwen/Qwen3.6-27B")
     with pytest.raises(CatalogError, match=r"does not name its model: pass --model NAME \(known models: "):

@@ -28,8 +28,8 @@ def queued(catalog):
 
 def test_only_one_of_two_workers_claims_a_queued_run(queued):
     now = timezone.now()
-    assert Run.objects.claim(queued, "a:1", now, now - timedelta(seconds=60))
-    assert not Run.objects.claim(queued, "b:2", now, now - timedelta(seconds=60))
+    assert Run.objects.claim(queued, "a:1", now, now - timedelta(seconds=60), host_id=None)
+    assert not Run.objects.claim(queued, "b:2", now, now - timedelta(seconds=60), host_id=None)
     run = Run.objects.get(pk=queued)
     assert (run.status, run.claimed_by, run.heartbeat_at) == ("starting", "a:1", now)
 

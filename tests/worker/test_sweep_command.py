@@ -27,7 +27,7 @@ def run_command(*args):
 def test_seed_demo_is_idempotent(db):
     for _ in range(2):
         call_command("seed_demo", stdout=StringIO())
-    assert Host.objects.count() == 2 and Engine.objects.count() == 4  # sglang-sim-demo for `manage.py demo`
+    assert Host.objects.count() == 3 and Engine.objects.count() == 4  # sglang-sim-demo for `manage.py demo`
     assert LLM.objects.count() == 3 and Workload.objects.count() == 3
     vllm = Engine.objects.get(name="vllm-cpu")
     # Its own interpreter, relative to the project; --enforce-eager unless an admin removes it.
@@ -84,7 +84,7 @@ def test_invalid_input_exits_2_with_the_message_on_stderr(catalog, tmp_path):
         assert code == 2
         assert out == ""
         assert err.splitlines() == [
-            "concurency: unknown field (did you mean 'concurrency'?); expected one of name, description, host, engine, model, tp, methods, workloads, max_new_tokens, concurrency, request_rate, burstiness, max_concurrency, duration_s, slo, search, requests_per_point, repeats, until_stable, warmup_requests, steady_state, exclude, options",
+            "concurency: unknown field (did you mean 'concurrency'?); expected one of name, description, host, hosts, engine, model, tp, methods, workloads, max_new_tokens, concurrency, request_rate, burstiness, max_concurrency, duration_s, slo, search, requests_per_point, repeats, until_stable, warmup_requests, steady_state, exclude, options",
             "tp[2]: 16 is more than host 'sim-8x-rtxpro6000' has: 8 GPUs",
         ]
     assert not Sweep.objects.exists()

@@ -7,14 +7,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-from sweeplab.celery import EXECUTE_RUN, HOST_HEARTBEAT, START_SWEEP_AFTER
+from sweeplab.celery import EXECUTE_RUN, HOST_HEARTBEAT, START_SWEEP_AFTER, TAKE_RUN
 
 ROOT = Path(__file__).resolve().parent.parent.parent
-DEPLOYED = {"runs.execute_run", "runs.start_sweep_after", "runs.host_heartbeat"}
+DEPLOYED = {"runs.execute_run", "runs.start_sweep_after", "runs.host_heartbeat", "runs.take_run"}
 
 
 def test_the_names_sent_are_the_names_deployed_workers_consume():
-    assert {EXECUTE_RUN, START_SWEEP_AFTER, HOST_HEARTBEAT} == DEPLOYED
+    assert {EXECUTE_RUN, START_SWEEP_AFTER, HOST_HEARTBEAT, TAKE_RUN} == DEPLOYED
 
 
 def test_a_worker_finds_every_task_by_autodiscovery_without_anyone_importing_runs_tasks(tmp_path):

@@ -46,6 +46,14 @@ HOSTS = [
         "compute_capability": "12.0",
         "description": "A simulated 8-GPU SM120 host (simengine).",
     },
+    {
+        "name": "sim-8x-rtxpro6000-b",
+        "gpu_model": "NVIDIA RTX PRO 6000 Blackwell",
+        "gpu_count": 8,
+        "compute_capability": "12.0",
+        "description": "A second simulated 8-GPU SM120 host, alike the first: a sweep naming "
+                       "hosts: [sim-8x-rtxpro6000, sim-8x-rtxpro6000-b] spreads its runs over both.",
+    },
 ]
 
 ENGINES = [

@@ -20,6 +20,7 @@ from runs.lifecycle import (
     create_sweep,
     launch_sweep,
     plan_spec,
+    queued_on,
     resume_sweep,
 )
 from runs.models import PointStatus, Run, RunStatus
@@ -120,7 +121,7 @@ class Command(BaseCommand):
     def do_launch(self, sweep_id, **options):
         sweep = self.get_sweep(sweep_id)
         run_ids = launch_sweep(sweep)
-        self.stdout.write(f"Sweep {sweep.pk}: {len(run_ids)} runs queued on host.{sweep.host.name}.")
+        self.stdout.write(f"Sweep {sweep.pk}: {len(run_ids)} runs queued on {queued_on(sweep)}.")
 
     def do_cancel(self, sweep_id, **options):
         sweep = self.get_sweep(sweep_id)
@@ -147,7 +148,7 @@ class Command(BaseCommand):
         run_ids = launch_sweep(sweep, enqueue=not inline)
         progress = self.stderr if as_json else self.stdout
         progress.write(f"Sweep {sweep.pk} ({sweep.name}): {len(run_ids)} runs to execute"
-                       f"{' in this process' if inline else f' on host.{sweep.host.name}'}; "
+                       f"{' in this process' if inline else f' on {queued_on(sweep)}'}; "
                        f"{settings.SWEEPLAB_BASE_URL}{sweep.get_absolute_url()}")
         reporter = Progress(progress, sweep.pk)
         try:
