@@ -25,7 +25,7 @@ from runs.results.exports import export_response
 from runs.results.load_charts import has_load_curves, load_charts
 from runs.results.points_page import points_page
 from runs.roles import reader_required
-from sweepcore.spec import dump_yaml
+from sweepcore.spec import dump_yaml, host_names
 
 # The event the live partial triggers when points changed status: the points table, which
 # listens for this name, reloads.
@@ -51,6 +51,7 @@ def sweep_detail(request, sweep_id):
             "capacity": capacity_table(sweep.pk, sweep.spec),
             # Which GPUs each run held, when; None before any lease (or on a CPU host).
             "gantt": gantt,
+            "hosts": host_names(sweep.spec, sweep.host.name),
             "gantt_height_px": 110 + 26 * (gantt["gpu_count"] if gantt else 0),  # title and axis, then a row per GPU
             "load_curves": has_load_curves(sweep.pk),
             # ?valid_only=1: the charts and the points table hide suspect and invalid points

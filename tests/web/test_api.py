@@ -205,6 +205,7 @@ def test_round_trip_create_launch_and_read_the_results(catalog, client, django_c
     assert again.status_code == 409 and "only a draft can be launched" in again.json()["detail"]
     # A worker measured it (stored directly here; tests/e2e/test_sweep_worker.py does it for real).
     run = Run.objects.get(sweep_id=sweep_id, method="ddtree")
+    Run.objects.filter(pk=run.pk).update(host=run.sweep.host)  # as the worker's claim records it
     point = run.points.get()
     Point.objects.filter(pk=point.pk).update(status="ok", decode_tok_s=143.5, completed=3, failed=0,
                                              finished_at=timezone.now(), **{f: 10.0 for f in LATENCY_FIELDS})
@@ -215,6 +216,7 @@ def test_round_trip_create_launch_and_read_the_results(catalog, client, django_c
     )
     runs = client.get(f"/api/runs?sweep={sweep_id}", **auth).json()
     assert runs["count"] == 2 and {r["method"] for r in runs["items"]} == {"autoregressive", "ddtree"}
+    assert {r["method"]: r["host"] for r in runs["items"]} == {"autoregressive": None, "ddtree": "sim-8x-rtxpro6000"}
     points = client.get(f"/api/points?sweep={sweep_id}&method=ddtree", **auth).json()
     (item,) = points["items"]
     assert item["status"] == "ok" and item["metrics"]["decode_tok_s"] == 143.5 and item["workload"] == "fibonacci"

@@ -40,7 +40,7 @@ def test_packed_runs_side_by_side_come_near_the_ideal(catalog):
     assert gantt["rows"][7]["bars"] == [] and not gantt["running"]
 
 
-def test_a_sweep_shared_by_two_hosts_has_a_row_per_gpu_of_each_and_an_ideal_over_all(catalog):
+def test_a_sweep_shared_by_two_hosts_has_a_row_per_gpu_of_each_and_an_ideal_over_all(catalog, viewer, client):
     from benchmarks.models import Host
 
     sweep = make_sweep("two-hosts")
@@ -57,6 +57,14 @@ def test_a_sweep_shared_by_two_hosts_has_a_row_per_gpu_of_each_and_an_ideal_over
     assert [row["label"] for row in gantt["rows"]][7:9] == ["sim-8x-rtxpro6000 GPU 7", "sim-8x-rtxpro6000-b GPU 0"]
     assert [bar["run"] for bar in gantt["rows"][8]["bars"]] == [on_b.pk]
     assert gantt["ideal_s"] == 100 and gantt["ratio"] == 1.0
+    on_b.host = Host.objects.get(name="sim-8x-rtxpro6000-b")
+    on_b.save(update_fields=["host"])
+    client.force_login(viewer)
+    html = client.get(reverse("sweep-detail", args=[sweep.pk])).content.decode()
+    assert '<dd data-field="hosts">sim-8x-rtxpro6000, sim-8x-rtxpro6000-b <span class="muted">2 alike hosts' in html
+    assert "spread over the 16 GPUs of hosts sim-8x-rtxpro6000, sim-8x-rtxpro6000-b" in html
+    drawer = client.get(reverse("run-drawer-partial", args=[on_b.pk])).content.decode()
+    assert '<dd data-field="drawer-host">sim-8x-rtxpro6000-b</dd>' in drawer
 
 
 def test_an_exclusive_run_holds_the_host_but_runs_on_its_tp(catalog):
