@@ -189,10 +189,13 @@ class RunStore:
         chosen = gpus.choose(free, count, host.gpu_count, groups)
         if chosen is None:
             return LeaseAnswer(None, held, taken_back)
+        # Stamped after the read that found them free: a release that read saw had already
+        # committed, so its released_at is earlier, and the record never shows two holders.
+        leased_at = timezone.now()
         try:
             with transaction.atomic():
                 GpuLease.objects.bulk_create(
-                    GpuLease(host=host, gpu_index=i, run_id=self.run_id, worker=self.worker_id, leased_at=now)
+                    GpuLease(host=host, gpu_index=i, run_id=self.run_id, worker=self.worker_id, leased_at=leased_at)
                     for i in chosen
                 )
         except IntegrityError:  # another worker leased one of them between our read and our insert

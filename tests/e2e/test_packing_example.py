@@ -7,8 +7,8 @@ For the packed sweeps, from the stored leases: no GPU of a host ever held by two
 once; every server told exactly the GPUs it leased (CUDA_VISIBLE_DEVICES), disjoint from
 those of every run it overlapped on its host; the same outcome for every run and point as
 the exclusive sweep (statuses, crash kinds, context-cap skips); and, point by point, no
-number the comparison rules call better or worse than the exclusive one's beyond the
-false-positive rate those rules are measured to have (bench/validity.py). The killed
+number the comparison rules call better or worse than the exclusive one's beyond a tenth of
+the points compared (the rules' false-positive rate is 1.5-2.6 %, bench/validity.py). The killed
 host's runs finish on the other host, their GPUs given back only once stale."""
 
 import os
@@ -153,8 +153,9 @@ def test_the_example_packed_on_one_and_two_hosts_ends_as_exclusive(catalog, tmp_
         differ = verdicts["better"] + verdicts["worse"]
         print(f"{name}: {spans} holdings; verdict pairs (exclusive, packed) {dict(validity)}; "
               f"{compared} compared: {dict(verdicts)}; makespan {sweep_gantt(sweeps[name])['ratio']:.2f} x ideal")
-        # The comparison rule calls 1.5-2.6 % of identical pairs different (bench/validity.py).
-        assert compared >= 20 and differ <= max(1, round(0.05 * compared)), verdicts
+        # The comparison rule calls 1.5-2.6 % of identical pairs different (bench/validity.py):
+        # about one of ~40 here by chance; a tenth would be packing spoiling the numbers.
+        assert compared >= 20 and differ <= max(2, compared // 10), verdicts
 
     # The killed host's runs were taken over by host B, their leases given back once stale.
     assert victims
