@@ -210,11 +210,6 @@ class Spec:
     hosts: tuple = ()  # every host the runs may go to, ``host`` first; () or one: ``host`` alone
 
     @property
-    def host_names(self):
-        """The hosts the sweep's runs may go to (``host`` first)."""
-        return self.hosts or (self.host,)
-
-    @property
     def open_loop(self):
         """The points are open loop: the spec lists rates, or its search picks them."""
         return self.request_rate is not None or (self.search_spec is not None

@@ -53,8 +53,8 @@ def sweep_gantt(sweep):
         held["gpus"].append(lease["gpu_index"])
         held["end"] = max(held["end"], end)
 
-    names = host_names(sweep.spec, sweep.host.name)
-    names += sorted({lease["host__name"] for lease in leases} - set(names))  # a host since dropped from the spec
+    hosts = host_names(sweep.spec, sweep.host.name)
+    names = hosts + sorted({lease["host__name"] for lease in leases} - set(hosts))  # a host since dropped from the spec
     counts = dict(Host.objects.filter(name__in=names).values_list("name", "gpu_count"))
     for lease in leases:
         counts[lease["host__name"]] = max(counts.get(lease["host__name"], 0), lease["gpu_index"] + 1)
@@ -76,11 +76,11 @@ def sweep_gantt(sweep):
         })
     makespan = seconds(max(held["end"] for held in holdings.values()))
     gpu_seconds = sum((held["end"] - held["start"]).total_seconds() * held["tp"] for held in holdings.values())
-    gpu_count = sum(counts.get(name, 0) for name in host_names(sweep.spec, sweep.host.name)) or len(rows)
+    gpu_count = sum(counts.get(name, 0) for name in hosts) or len(rows)
     ideal = gpu_seconds / max(gpu_count, 1)
     return {
-        "host": ", ".join(host_names(sweep.spec, sweep.host.name)),
-        "hosts": host_names(sweep.spec, sweep.host.name),
+        "host": ", ".join(hosts),
+        "hosts": hosts,
         "gpu_count": gpu_count,
         "rows": rows,
         "makespan_s": makespan,

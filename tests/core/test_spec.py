@@ -260,7 +260,7 @@ SEVERAL = BASE.replace("host: sim-8x-rtxpro6000\n", "hosts: [sim-8x-rtxpro6000, 
 def test_several_alike_hosts_share_a_sweep_and_round_trip():
     spec = validate(load_yaml(SEVERAL), demo_catalog())
     assert spec.host == "sim-8x-rtxpro6000"
-    assert spec.host_names == ("sim-8x-rtxpro6000", "sim-8x-rtxpro6000-b")
+    assert spec.hosts == ("sim-8x-rtxpro6000", "sim-8x-rtxpro6000-b")
     data = spec.to_dict()
     assert data["hosts"] == ["sim-8x-rtxpro6000", "sim-8x-rtxpro6000-b"] and "host" not in data
     assert validate(load_yaml(dump_yaml(data)), demo_catalog()) == spec
@@ -270,7 +270,7 @@ def test_one_host_is_written_host_and_hosts_of_one_is_the_same():
     one = validate(load_yaml(BASE), demo_catalog())
     listed = validate(load_yaml(BASE.replace("host: sim-8x-rtxpro6000\n", "hosts: [sim-8x-rtxpro6000]\n")),
                       demo_catalog())
-    assert one == listed and one.host_names == ("sim-8x-rtxpro6000",)
+    assert one == listed and one.hosts == ()
     assert "hosts" not in one.to_dict() and one.to_dict()["host"] == "sim-8x-rtxpro6000"
 
 
