@@ -26,7 +26,7 @@ from django.utils import timezone
 from benchmarks.models import FailureKind, SweepStatus, WorkloadKind
 from runs.lifecycle import refresh_sweep_status
 from runs.models import PointStatus, RunEventKind, RunStatus
-from runs.worker.store import RunStore
+from runs.worker.store import ClaimLost, RunStore, heartbeat_interval
 from sweepcore import (
     capacity,
     failures,
@@ -53,7 +53,6 @@ from sweepcore.validity import INVALID, PointVerdict, Reason, Thresholds, judge
 
 log = logging.getLogger(__name__)
 
-HEARTBEAT_S = 5
 WARMUP_MAX_TOKENS = 16
 GPU_RELEASE_TIMEOUT_S = 60
 # Seconds between two tries to lease GPUs held by other runs.
@@ -252,10 +251,6 @@ class Cancelled(Exception):
     pass
 
 
-class ClaimLost(Exception):
-    pass
-
-
 @dataclass
 class Server:
     """The server of the current launch and where it answers."""
@@ -310,16 +305,17 @@ class RunExecutor:
                                                    f"whose worker stopped heartbeating",
                              previous_host=self.store.previous_host_id)
         # Its earlier leases went with that server: this worker leases again.
-        self.store.release_gpus(f"taken over by {self.worker_id}")
+        self.store.take_back_leases(f"taken over by {self.worker_id}")
         return True
 
     def start_heartbeat(self):
         stop = threading.Event()
         lost = threading.Event()
+        interval = heartbeat_interval()
 
         def beat():
             try:
-                while not stop.wait(HEARTBEAT_S):
+                while not stop.wait(interval):
                     if not self.store.heartbeat():
                         lost.set()
                         return
@@ -334,7 +330,7 @@ class RunExecutor:
         if self.heartbeat:
             thread, stop, _ = self.heartbeat
             stop.set()
-            thread.join(timeout=HEARTBEAT_S + 5)
+            thread.join(timeout=heartbeat_interval() + 5)
 
     def check_boundary(self):
         """Between points: still ours, and the sweep not cancelled."""
@@ -381,22 +377,36 @@ class RunExecutor:
                     break
             return self.run.status
         except Cancelled:
-            store.event(RunEventKind.CANCELLED, "the sweep was cancelled; stopped at a point boundary")
-            store.finish(RunStatus.CANCELLED)
-            return RunStatus.CANCELLED
+            return self.end_unless_lost(self.cancelled)
         except ClaimLost:
-            log.warning("run %s was taken over by another worker; stopping", self.run_id)
-            return None
+            return self.lost()
         except Exception as exc:
             log.exception("run %s: internal error", self.run_id)
-            store.fail_internally(f"Sweeplab internal error: {exc.__class__.__name__}: {exc}")
-            return RunStatus.FAILED
+            cause = f"Sweeplab internal error: {exc.__class__.__name__}: {exc}"
+            return self.end_unless_lost(lambda: store.fail_internally(cause))
         finally:
             self.teardown()
             if self.leased and store.release_gpus("teardown"):
                 store.event(RunEventKind.TEARDOWN, f"GPU(s) {gpus.visible_devices(self.leased)} given back")
             self.stop_heartbeat()
             refresh_sweep_status(run.sweep_id)
+
+    def cancelled(self):
+        with self.store.owned():
+            self.store.event(RunEventKind.CANCELLED, "the sweep was cancelled; stopped at a point boundary")
+            self.store.finish(RunStatus.CANCELLED)
+
+    def end_unless_lost(self, end):
+        """Call `end` (which records how the run ended); the run's status then, or None when
+        another worker had taken it over."""
+        try:
+            end()
+        except ClaimLost:
+            return self.lost()
+        return self.run.status
+
+    def lost(self):
+        log.warning("run %s was taken over by another worker; stopping", self.run_id)
 
     def attempt(self, attempt, attempts):
         """One launch of the server and the points it measures. Returns "done",
@@ -441,8 +451,9 @@ class RunExecutor:
                 return self.retry(failure, attempt)
             self.quarantine(failure)
             return "crashed"
-        store.event(RunEventKind.FINISHED, "all points measured")
-        store.finish(RunStatus.DONE)
+        with store.owned():
+            store.event(RunEventKind.FINISHED, "all points measured")
+            store.finish(RunStatus.DONE)
         return "done"
 
     def retry(self, failure, attempt):

@@ -7,6 +7,7 @@ never measures a stored point again nor stores it twice."""
 
 import json
 import os
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import timedelta
 
@@ -14,7 +15,14 @@ from django.db import IntegrityError, connection, models, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from benchmarks.models import FailureKind, Host, KnownFailure, Sweep, SweepStatus, Workload
+from benchmarks.models import (
+    FailureKind,
+    Host,
+    KnownFailure,
+    Sweep,
+    SweepStatus,
+    Workload,
+)
 from runs.models import (
     GpuLease,
     Point,
@@ -46,6 +54,17 @@ IN_FLIGHT = (RunStatus.STARTING, RunStatus.RUNNING)
 def stale_after():
     """A claim whose heartbeat is older than this may be taken over (the worker died)."""
     return timedelta(seconds=int(os.environ.get("SWEEPLAB_STALE_CLAIM_S", 60)))
+
+
+def heartbeat_interval(most_s=5.0):
+    """Seconds between two heartbeats of a live run: at most `most_s`, and a quarter of the
+    stale time, so that a live worker is never taken for dead between two beats."""
+    return min(most_s, stale_after().total_seconds() / 4)
+
+
+class ClaimLost(Exception):
+    """Another worker has taken the run over (this one was taken for dead): what this one
+    would write is no longer its to write."""
 
 
 def seconds_until_stale(run_id):
@@ -211,17 +230,37 @@ class RunStore:
         return sorted(set(overlapping.values_list("run_id", flat=True)))
 
     def release_gpus(self, reason):
-        """Give back the run's GPUs; returns how many leases were live."""
-        return GpuLease.objects.filter(run_id=self.run_id, released_at__isnull=True).update(
+        """Give back the GPUs this worker leased for the run; returns how many leases were
+        live. (A worker taken for dead gives back only its own, never the new owner's.)"""
+        return GpuLease.objects.filter(run_id=self.run_id, worker=self.worker_id, released_at__isnull=True).update(
             released_at=timezone.now(), release_reason=reason[:300])
+
+    def take_back_leases(self, reason):
+        """At a takeover: give back the GPUs the run's previous worker leased (they went with
+        its server); returns how many."""
+        return (GpuLease.objects.filter(run_id=self.run_id, released_at__isnull=True).exclude(worker=self.worker_id)
+                .update(released_at=timezone.now(), release_reason=reason[:300]))
 
     def heartbeat(self):
         """Renew the claim; False once another worker has taken the run over."""
         return Run.objects.heartbeat(self.run_id, self.worker_id, timezone.now())
 
     def touch(self):
-        """A sign of life between points, from the executor's own thread."""
-        Run.objects.filter(pk=self.run_id).update(heartbeat_at=timezone.now())
+        """A sign of life between points, from the executor's own thread; raises ClaimLost
+        once another worker has taken the run over."""
+        if not self.heartbeat():
+            raise ClaimLost()
+
+    @contextmanager
+    def owned(self):
+        """A transaction in which the run is still this worker's (its row locked, so that no
+        takeover commits in between); raises ClaimLost, writing nothing, once it is not.
+        Every write of the run and its points goes through it: a worker taken for dead must
+        not mark the new owner's points not_run, nor end the run it now drives."""
+        with transaction.atomic():
+            if not Run.objects.select_for_update().filter(pk=self.run_id, claimed_by=self.worker_id).exists():
+                raise ClaimLost()
+            yield
 
     @staticmethod
     def close_connection():
@@ -243,9 +282,10 @@ class RunStore:
         RunEvent.objects.create(run_id=self.run_id, at=timezone.now(), kind=kind, message=message, data=data)
 
     def set_run(self, **fields):
-        for key, value in fields.items():
-            setattr(self.run, key, value)
-        self.run.save(update_fields=list(fields))
+        with self.owned():
+            for key, value in fields.items():
+                setattr(self.run, key, value)
+            self.run.save(update_fields=list(fields))
 
     def set_server_facts(self, limits, engine_version, server_info):
         """What the running server said about itself."""
@@ -261,42 +301,47 @@ class RunStore:
 
     def finish_unstarted(self, status, kind, cause, point_reason, failure=None):
         """The run ends before measuring anything more: its planned points are not_run."""
-        self.points_not_run(point_reason)
-        self.finish(status, failure_kind=kind, failure_cause=cause,
-                    failure_log="\n".join(failure.lines) if failure else "")
+        with self.owned():
+            self.points_not_run(point_reason)
+            self.finish(status, failure_kind=kind, failure_cause=cause,
+                        failure_log="\n".join(failure.lines) if failure else "")
 
     def fail_internally(self, cause):
         """A fault of Sweeplab's own, not the server's: say so, keep what was stored."""
-        self.event(RunEventKind.FINISHED, cause)
-        self.points_not_run(cause)
-        self.finish(RunStatus.FAILED, failure_kind=FailureKind.UNKNOWN, failure_cause=cause)
+        with self.owned():
+            self.event(RunEventKind.FINISHED, cause)
+            self.points_not_run(cause)
+            self.finish(RunStatus.FAILED, failure_kind=FailureKind.UNKNOWN, failure_cause=cause)
 
     def record_crash(self, point, where, failure):
         """The server died: the point in flight (if any) is crashed, the rest not_run,
         the run crashed."""
-        cause = failure.cause
-        if point is not None:
-            Point.objects.filter(pk=point.pk).update(
-                status=PointStatus.CRASHED, reason=f"the server died during this point: {cause}",
-                finished_at=timezone.now(),
-            )
-            # Judged already when its requests were stored; otherwise there is nothing to judge.
-            Point.objects.filter(pk=point.pk, validity="").update(
-                validity=Validity.INVALID,
-                validity_reasons=[{"code": "crashed", "message": f"the server died during this point: {cause}"[:500]}],
-            )
-        self.points_not_run(f"server died during {where}: {cause}")
-        self.event(RunEventKind.CRASHED, cause, failure_kind=failure.kind, lines=list(failure.lines))
-        self.finish(RunStatus.CRASHED, failure_kind=failure.kind, failure_cause=cause,
-                    failure_log="\n".join(failure.lines))
+        with self.owned():
+            cause = failure.cause
+            if point is not None:
+                Point.objects.filter(pk=point.pk).update(
+                    status=PointStatus.CRASHED, reason=f"the server died during this point: {cause}",
+                    finished_at=timezone.now(),
+                )
+                # Judged already when its requests were stored; otherwise there is nothing to judge.
+                Point.objects.filter(pk=point.pk, validity="").update(
+                    validity=Validity.INVALID,
+                    validity_reasons=[{"code": "crashed",
+                                       "message": f"the server died during this point: {cause}"[:500]}],
+                )
+            self.points_not_run(f"server died during {where}: {cause}")
+            self.event(RunEventKind.CRASHED, cause, failure_kind=failure.kind, lines=list(failure.lines))
+            self.finish(RunStatus.CRASHED, failure_kind=failure.kind, failure_cause=cause,
+                        failure_log="\n".join(failure.lines))
 
     def prepare_retry(self):
         """Another launch measures again what the last one crashed in or never reached: those
         points are planned again, without the verdict or the server's view of the last try."""
-        Point.objects.filter(run_id=self.run_id, status__in=[PointStatus.CRASHED, PointStatus.NOT_RUN]).update(
-            status=PointStatus.PLANNED, reason="", server_metrics={}, **NO_EVIDENCE
-        )
-        self.set_run(status=RunStatus.STARTING, failure_kind="", failure_cause="", failure_log="")
+        with self.owned():
+            Point.objects.filter(run_id=self.run_id, status__in=[PointStatus.CRASHED, PointStatus.NOT_RUN]).update(
+                status=PointStatus.PLANNED, reason="", server_metrics={}, **NO_EVIDENCE
+            )
+            self.set_run(status=RunStatus.STARTING, failure_kind="", failure_cause="", failure_log="")
 
     def quarantine(self, failure):
         """Record (or count again) the KnownFailure of this configuration on this kind of
@@ -357,7 +402,7 @@ class RunStore:
                      "burstiness": float(spec.get("burstiness", 1.0))}
         else:
             shape = {"request_rate": None, "concurrency": int(load), "burstiness": None}
-        with transaction.atomic():
+        with self.owned():
             last = Point.objects.filter(run_id=self.run_id).order_by("-position").values_list("position", flat=True)
             point, _ = Point.objects.get_or_create(
                 run_id=self.run_id, workload_id=template.workload_id, prompt_tokens=template.prompt_tokens,
@@ -384,12 +429,14 @@ class RunStore:
         return points.order_by("position").first()
 
     def points_not_run(self, reason):
-        Point.objects.filter(run_id=self.run_id, status=PointStatus.PLANNED).update(
-            status=PointStatus.NOT_RUN, reason=reason
-        )
+        with self.owned():
+            Point.objects.filter(run_id=self.run_id, status=PointStatus.PLANNED).update(
+                status=PointStatus.NOT_RUN, reason=reason
+            )
 
     def skip_point(self, point, reason):
-        Point.objects.filter(pk=point.pk).update(status=PointStatus.SKIPPED, reason=reason)
+        with self.owned():
+            Point.objects.filter(pk=point.pk).update(status=PointStatus.SKIPPED, reason=reason)
 
     def store_point(self, point, status, reason, started, result, summary, prompt_tokens=None, evidence=None,
                     server_metrics=None, slo_outcome=None):
@@ -425,7 +472,7 @@ class RunStore:
                 extra[key] = value
         if extra:
             fields["extra"] = jsonable(extra)
-        with transaction.atomic():
+        with self.owned():
             Point.objects.update_or_create(
                 run_id=self.run_id, workload_id=point.workload_id, prompt_tokens=point.prompt_tokens,
                 concurrency=point.concurrency, request_rate=point.request_rate, defaults=fields,

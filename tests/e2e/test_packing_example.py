@@ -31,7 +31,7 @@ from tests.e2e.test_sweep_worker import EXAMPLE, fast_engine, wait_sweep
 pytestmark = pytest.mark.slow
 
 A, B = "sim-8x-rtxpro6000", "sim-8x-rtxpro6000-b"
-STALE_S = 4
+STALE_S = 6  # heartbeats every 1.5 s (a quarter of it): a busy worker is not taken for dead
 ENV = {"SWEEPLAB_STALE_CLAIM_S": str(STALE_S), "SWEEPLAB_GPU_LEASE_POLL_S": "0.5", "SWEEPLAB_TAKE_POLL_S": "0.5"}
 
 

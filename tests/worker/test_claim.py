@@ -1,5 +1,6 @@
 """Run.objects.claim: one conditional UPDATE, so one claim of a run succeeds; a stale
-heartbeat lets another worker take over; a cancelled sweep's runs are never taken."""
+heartbeat lets another worker take over, after which the worker taken for dead writes
+nothing of the run; a cancelled sweep's runs are never taken."""
 
 from datetime import timedelta
 
@@ -8,8 +9,15 @@ from django.utils import timezone
 
 from benchmarks.catalog import load_catalog
 from runs.lifecycle import cancel_sweep, create_sweep, launch_sweep
-from runs.models import Run
-from runs.worker.store import RunStore, seconds_until_stale
+from runs.models import GpuLease, Point, Run
+from runs.worker.store import (
+    ClaimLost,
+    RunStore,
+    heartbeat_interval,
+    seconds_until_stale,
+)
+from sweepcore.failures import Failure
+from sweepcore.kinds import FailureKind
 from sweepcore.spec import validate
 
 
@@ -50,3 +58,47 @@ def test_a_cancelled_sweep_s_runs_are_not_taken(queued):
     Run.objects.filter(pk=queued).update(status="queued")  # a task delivered before the cancel
     assert not RunStore(queued, "a:1").claim()
     assert seconds_until_stale(queued) is None
+
+
+def taken_over(run_id):
+    """(the first worker's store, the second's): the first claimed the run and was then
+    taken for dead."""
+    first = RunStore(run_id, "a:1")
+    assert first.claim()
+    Run.objects.filter(pk=run_id).update(heartbeat_at=timezone.now() - timedelta(minutes=5))
+    second = RunStore(run_id, "b:2")
+    assert second.claim()
+    return first, second
+
+
+def test_a_worker_taken_for_dead_can_neither_crash_nor_finish_the_run_it_lost(queued):
+    first, second = taken_over(queued)
+    killed = Failure(FailureKind.KILLED, "killed by SIGKILL", ())
+    with pytest.raises(ClaimLost):
+        first.record_crash(None, "the first point", killed)  # its server, killed by the new owner
+    with pytest.raises(ClaimLost):
+        first.finish("done")
+    with pytest.raises(ClaimLost):
+        first.touch()
+    # The new owner's run and points are as it left them: no crash kind to outlive its "done".
+    run = Run.objects.get(pk=queued)
+    assert (run.status, run.claimed_by, run.failure_kind) == ("starting", "b:2", "")
+    assert set(Point.objects.filter(run_id=queued).values_list("status", flat=True)) == {"planned"}
+    second.finish("done")
+    assert Run.objects.get(pk=queued).status == "done"
+
+
+def test_a_worker_taken_for_dead_gives_back_only_its_own_gpus(queued):
+    first, second = taken_over(queued)
+    host_id = first.run.host_id
+    GpuLease.objects.create(host_id=host_id, gpu_index=0, run_id=queued, worker="a:1", leased_at=timezone.now())
+    assert second.take_back_leases("taken over by b:2") == 1
+    GpuLease.objects.create(host_id=host_id, gpu_index=0, run_id=queued, worker="b:2", leased_at=timezone.now())
+    assert first.release_gpus("teardown") == 0
+    assert GpuLease.objects.get(released_at__isnull=True).worker == "b:2"
+
+
+def test_a_live_worker_beats_at_least_four_times_per_stale_time(monkeypatch):
+    assert heartbeat_interval() == 5
+    monkeypatch.setenv("SWEEPLAB_STALE_CLAIM_S", "4")
+    assert heartbeat_interval() == 1
