@@ -22,10 +22,14 @@ tokens_per_chunk * itl`` -- absolute deadlines, so no drift.  The event loop use
 core waking) late, so ``--spin-us N`` polls instead of sleeping for the last N us before
 each timed write, and ``--busy-poll`` never sleeps (arriving requests are then read
 without a wake-up either; only where the stub has a core of its own).
-``GET /stats/requests`` lists per streamed request its key (the prompt), when it was
+``GET /stats/done`` lists, per completed response, when it ended (loop seconds) and its
+tokens.  ``GET /stats/requests`` lists per streamed request its key (the prompt), when it was
 read, handled, and when its first chunk was written (epoch seconds, the clock of the
 client's ``send_time``).  All chunk bytes are
-pre-encoded.  With zero delays a whole response is written in one ``write``.
+pre-encoded.  With zero delays a whole response is written in one ``write`` (burst), or,
+with ``--interleave``, one chunk of every open stream per loop pass (a ``write`` per token
+event, streams interleaved).  ``GET /stats`` also gives the stub's own CPU seconds since the
+last reset (``cpu_s``), so a client's figure can be told from a stub that ran out of core.
 
 Fault injection, per request, by a body field ``"stub_fault"`` (top level or inside
 ``sampling_params``): ``in-stream-error`` (2 tokens then ``data: {"error": ...}`` in the
@@ -66,6 +70,15 @@ import time
 import zlib
 
 _TOKEN_RE = re.compile(r"\w+|[^\w\s]")
+
+
+_LONG_RUN_RE = re.compile(r"\w{9,}")
+
+
+def stub_count(text: str) -> int:
+    """len(stub_tokenize(text)) without building the ids: what a request's usage needs
+    (a 32k-token prompt would otherwise cost the stub more than the client it measures)."""
+    return 1 + len(_TOKEN_RE.findall(text)) + len(_LONG_RUN_RE.findall(text))
 
 
 def stub_tokenize(text: str) -> list[int]:
@@ -129,9 +142,13 @@ class Options:
         self.overflow_style = a.overflow_style
         self.spec_accept = a.spec_accept
         self.tokenize = a.tokenize
+        self.interleave = a.interleave
+        self.count_prompt = stub_count if a.prompt_count == "words" else (lambda text: 1 + len(text) // 4)
         self.cache: dict = {}
         self.stats = {"requests": 0, "tokens": 0, "first_request": None, "last_done": None}
         self.late: list = []  # seconds each timed write ran after its deadline
+        self.cpu_at_reset = time.process_time()  # the stub's own CPU seconds are counted from here
+        self.done: list = []  # (loop time, tokens) of each completed response (``/stats/done``)
         # per streamed request (``/stats/requests``): key (prompt text), epoch seconds the
         # request was complete in the stub, epoch seconds just before/after its first token
         # chunk was handed to the socket (same clock as the client's ``send_time``), and the
@@ -145,7 +162,8 @@ class Options:
             return round(xs[min(len(xs) - 1, int(p * (len(xs) - 1) + 0.5))] * 1000, 4) if xs else None
 
         return dict(self.stats, now=now, writes=len(xs), late_p50_ms=q(0.5), late_p99_ms=q(0.99),
-                    late_max_ms=round(xs[-1] * 1000, 4) if xs else None)
+                    late_max_ms=round(xs[-1] * 1000, 4) if xs else None,
+                    cpu_s=time.process_time() - self.cpu_at_reset)
 
     def request_itl(self) -> float:
         """This request's gap in seconds: ``itl``, times ``exp(N(0, jitter))`` when jittered."""
@@ -159,6 +177,8 @@ class Options:
         if done:
             st["requests"] += 1
             st["last_done"] = loop.time()
+            if len(self.done) < 1_000_000:
+                self.done.append((st["last_done"], tokens))
 
 
 def overflow_answer(style: str, n: int, m: int, limit: int) -> tuple[int, bytes] | None:
@@ -325,6 +345,8 @@ class StubProtocol(asyncio.Protocol):
             elif path == "/stats/requests":
                 self._json(200, {"fields": ["key", "rx", "handled", "first_write", "first_written", "itl_ms"],
                                  "records": o.records})
+            elif path == "/stats/done":
+                self._json(200, {"fields": ["at", "tokens"], "records": o.done})
             elif path == "/stats":
                 self._json(200, o.stats_view(self.loop.time()))
             elif path == "/v1/models":
@@ -342,6 +364,8 @@ class StubProtocol(asyncio.Protocol):
             o.stats.update(requests=0, tokens=0, first_request=None, last_done=None)
             o.late.clear()
             o.records.clear()
+            o.done.clear()
+            o.cpu_at_reset = time.process_time()
             self._json(200, o.stats_view(self.loop.time()))
             return
         if path == "/tokenize" and o.tokenize in ("sglang", "vllm"):
@@ -360,14 +384,14 @@ class StubProtocol(asyncio.Protocol):
         fault = body.get("stub_fault") or sp.get("stub_fault") or ""
         if api == "generate":
             max_tokens = int(sp.get("max_new_tokens", 128))
-            n_prompt = len(body["input_ids"]) if "input_ids" in body else len(stub_tokenize(body.get("text", "")))
+            n_prompt = len(body["input_ids"]) if "input_ids" in body else o.count_prompt(body.get("text", ""))
         else:
             max_tokens = int(body.get("max_tokens") or body.get("max_completion_tokens") or 16)
             if api == "chat":
                 text = " ".join(str(m.get("content", "")) for m in body.get("messages", []))
             else:
                 text = body.get("prompt", "")
-            n_prompt = len(stub_tokenize(text))
+            n_prompt = o.count_prompt(text)
         if fault == "http-500":
             self._json(500, {"error": {"message": "stub: injected internal error", "type": "InternalServerError", "code": 500}})
             return
@@ -396,7 +420,7 @@ class StubProtocol(asyncio.Protocol):
         elif fault == "no-first-token":
             chunks, tail = [], b""
         now = self.rx_mono  # the TTFT runs from when the request was read, not from here
-        if o.ttft == 0 and o.itl == 0 and tail is not None:
+        if o.ttft == 0 and o.itl == 0 and tail is not None and not o.interleave:
             self.t.write(STREAM_HEAD + b"".join(chunks) + tail)
             o.count(self.loop, max_tokens if not fault else 0, not fault)
             return
@@ -421,12 +445,13 @@ class StubProtocol(asyncio.Protocol):
             return
         st.i += 1
         late = self.o.late
-        if len(late) < 1_000_000:
+        interleaved = st.step == 0 and self.o.interleave
+        if len(late) < 1_000_000 and not interleaved:
             late.append(self.loop.time() - (st.t_first + (st.i - 1) * st.step))
         rec = st.rec if st.i == 1 else None
         if rec is not None:
             rec[3] = time.time()
-        if st.step == 0:
+        if st.step == 0 and not interleaved:
             self.t.write(b"".join(st.chunks[st.i - 1:]))
             st.i = len(st.chunks)
         else:
@@ -434,7 +459,10 @@ class StubProtocol(asyncio.Protocol):
         if rec is not None:
             rec[4] = time.time()
         if st.i < len(st.chunks):
-            self.loop.call_at(st.t_first + st.i * st.step, self._emit, st)
+            if interleaved:  # one chunk of every open stream per loop pass: streams interleaved
+                self.loop.call_soon(self._emit, st)
+            else:
+                self.loop.call_at(st.t_first + st.i * st.step, self._emit, st)
         else:
             self._finish(st)
 
@@ -512,6 +540,12 @@ def main(argv=None) -> int:
                    help="per request, multiply --itl-ms by exp(N(0, SIGMA)) (drawn once per request)")
     p.add_argument("--seed", type=int, default=0, help="seed of the --itl-jitter draws")
     p.add_argument("--tokens-per-chunk", type=int, default=1)
+    p.add_argument("--prompt-count", choices=["words", "chars"], default="words",
+                   help="a prompt's tokens in the usage the stub reports: its toy tokenizer's count (words), "
+                        "or a character count / 4, which costs the same whatever the text (for long prompts)")
+    p.add_argument("--interleave", action="store_true",
+                   help="with zero delays, write one chunk of every open stream per loop pass (a write "
+                        "per token event, streams interleaved) instead of each response in one write")
     p.add_argument("--model", default="stub-model")
     p.add_argument("--context-len", type=int, default=0, help="0 = unlimited")
     p.add_argument("--overflow-style", choices=["sglang", "vllm", "llamacpp"], default="sglang")

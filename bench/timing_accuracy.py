@@ -7,25 +7,22 @@ chunk j at 100 + 10 j ms (absolute deadlines).  It also reports how late its own
 were (``/stats``: p50/p99 lateness), which is the part of any error that is the stub's,
 not the client's.  At concurrency 1, 64 and 256 we print our mean / median / p99 TTFT and
 ITL and their errors against 100 ms / 10 ms; the goal is a median error under 0.5 ms at
-every level.  guidellm and aiperf (from var/bench-venvs, see bench/client_headroom.py)
-run the same load where they are installed.  Note their ITL is a per-request average
-((last - first) / (n - 1), i.e. vLLM's TPOT), not a per-gap distribution, so their p99 ITL
-is a p99 of request averages.
+every level.  The peers of bench/peers.py (vllm bench serve, SGLang's Rust sglang-bench and
+its Python bench_serving, guidellm, AIPerf) run the same load, on the same core, beside
+ours.  Note that guidellm's and AIPerf's ITL is a per-request average ((last - first) /
+(n - 1), i.e. vLLM's TPOT), not a per-gap distribution, so their p99 ITL is a p99 of
+request averages; vLLM's and SGLang's are per gap.
 
-Usage: ``python bench/timing_accuracy.py [--levels 1,64,256] [--tokens 32] [--no-peers]``
-(loopback only; ~1 minute without peers, ~3 with).
+Usage: ``python bench/timing_accuracy.py [--levels 1,64,256] [--tokens 32] [--peers NAME,...]
+[--no-peers]`` (loopback only; ~1 minute without peers, ~4 with).
 """
 
 from __future__ import annotations
 
 import argparse
-import json
-import shutil
 import statistics
-import tempfile
-from pathlib import Path
 
-from client_headroom import Stub, cores, ensure_tokenizer, ensure_venv, pin_self, run_peer
+from peers import PEERS, Load, Stub, layout, pin_self
 
 from sweepcore.loadgen import LoadConfig, run_load_sync
 
@@ -78,65 +75,13 @@ def ours(stub: Stub, conc: int, tokens: int) -> dict:
             "stub_late": (st["late_p50_ms"], st["late_p99_ms"]), "note": ""}
 
 
-def guidellm(tool, stub: Stub, conc: int, tokens: int, tok: str, core) -> dict:
-    out = Path(tempfile.mkdtemp(prefix="guidellm-"))
+def peer_row(peer, stub: Stub, conc: int, tokens: int, core) -> dict:
     stub.reset()
-    n = requests_for(conc)
-    cmd = [str(tool), "run",
-           "--backend", f"kind=openai_http,target={stub.url},model=stub-model,request_format=/v1/completions",
-           "--profile", f"kind=concurrent,streams={conc}",
-           "--constraint", f"kind=max_requests,count={n}",
-           "--data", f"kind=synthetic_text,prompt_tokens=16,output_tokens={tokens}",
-           "--tokenizer", f"kind=huggingface_auto,model={tok}",
-           "--output", f"kind=json,path={out / 'g.json'}", "--disable-console-interactive"]
-    rc, tail, _, _ = run_peer(cmd, timeout=300, cwd=out, core=core)
+    r = peer.run(stub.url, Load(conc=conc, requests=requests_for(conc), output_tokens=tokens, prompt_tokens=16), core)
     st = stub.stats()
-    row = {"tool": "guidellm", "conc": conc, "client_bound": None,
-           "stub_late": (st["late_p50_ms"], st["late_p99_ms"])}
-    try:
-        m = json.loads((out / "g.json").read_text())["benchmarks"][0]["metrics"]
-
-        def trio(key):
-            d = m[key]["successful"]
-            return d["mean"], d["median"], d["percentiles"]["p99"]
-
-        row.update(ttft=trio("time_to_first_token_ms"), itl=trio("inter_token_latency_ms"),
-                   ok=m["request_totals"]["successful"], fail=m["request_totals"]["errored"],
-                   note="ITL = per-request average")
-    except (OSError, ValueError, KeyError, IndexError, TypeError) as e:
-        row.update(ttft=None, itl=None, ok=None, fail=None,
-                   note=f"no result (rc={rc}, {type(e).__name__}): {tail[-300:]}")
-    shutil.rmtree(out, ignore_errors=True)
-    return row
-
-
-def aiperf(tool, stub: Stub, conc: int, tokens: int, tok: str, core) -> dict:
-    out = Path(tempfile.mkdtemp(prefix="aiperf-"))
-    stub.reset()
-    n = requests_for(conc)
-    cmd = [str(tool), "profile", "--model", "stub-model", "--url", stub.url,
-           "--endpoint-type", "completions", "--streaming", "--concurrency", str(conc),
-           "--request-count", str(n), "--isl", "16", "--osl", str(tokens), "--tokenizer", tok,
-           "--use-server-token-count", "--artifact-dir", str(out), "--ui-type", "none"]
-    rc, tail, _, _ = run_peer(cmd, timeout=300, cwd=out, core=core)
-    st = stub.stats()
-    row = {"tool": "aiperf", "conc": conc, "client_bound": None,
-           "stub_late": (st["late_p50_ms"], st["late_p99_ms"])}
-    try:
-        d = json.loads((out / "profile_export_aiperf.json").read_text())
-
-        def trio(key):
-            x = d[key]
-            return x["avg"], x["p50"], x["p99"]
-
-        row.update(ttft=trio("time_to_first_token"), itl=trio("inter_token_latency"),
-                   ok=d.get("request_count", {}).get("avg"), fail=(d.get("error_request_count") or {}).get("avg", 0),
-                   note="ITL = per-request average")
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
-        row.update(ttft=None, itl=None, ok=None, fail=None,
-                   note=f"no result (rc={rc}, {type(e).__name__}): {tail[-300:]}")
-    shutil.rmtree(out, ignore_errors=True)
-    return row
+    return {"tool": peer.name, "conc": conc, "client_bound": None, "ttft": r.ttft, "itl": r.itl,
+            "ok": r.completed, "fail": r.failed, "stub_late": (st["late_p50_ms"], st["late_p99_ms"]),
+            "note": f"ITL {peer.itl_kind}" if r.ttft else r.note}
 
 
 def f(v, nd=2):
@@ -147,52 +92,50 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--levels", default="1,64,256")
     ap.add_argument("--tokens", type=int, default=32, help="output tokens per request")
+    ap.add_argument("--peers", default=",".join(PEERS), help="which peers, by name")
     ap.add_argument("--no-peers", action="store_true")
     a = ap.parse_args()
     levels = [int(x) for x in a.levels.split(",")]
-    cs = cores()
-    stub_core = cs[-1] if len(cs) > 1 else None
-    client_core = cs[0] if len(cs) > 1 else None
-    print(f"cores available: {cs}; stub on {stub_core}, clients on {client_core}; "
+    stub_core, client_core = layout()
+    print(f"stub on core {stub_core}, every client on core {client_core}; "
           f"truth TTFT {TTFT_MS:g} ms, ITL {ITL_MS:g} ms, {a.tokens} tokens/request")
-    peers = {}
-    if not a.no_peers:
-        for name in ("guidellm", "aiperf"):
-            tool, why = ensure_venv(name, name, name)
-            tok, why2 = (ensure_tokenizer(tool.parent / "python") if tool else (None, why))
-            if tool is None or tok is None:
-                print(f"{name}: not run: {why or why2}")
-            else:
-                peers[name] = (tool, tok)
+    peers = []
+    for name in ([] if a.no_peers else [n.strip() for n in a.peers.split(",")]):
+        peer = PEERS[name]()
+        why = peer.install()
+        if why:
+            print(f"{name}: not run: {why}")
+        else:
+            peers.append(peer)
     rows = []
     # With a core of its own the stub busy-polls (it never sleeps, so it neither reads a
     # request nor writes a chunk late by a wake-up); sharing a core it only polls the
     # last 1 ms before each timed write.
-    stub_args = ["--ttft-ms", str(TTFT_MS), "--itl-ms", str(ITL_MS), "--selector", "select",
+    stub_args = ["--ttft-ms", str(TTFT_MS), "--itl-ms", str(ITL_MS), "--selector", "select", "--tokenize", "none",
                  "--spin-us", "1000"] + (["--busy-poll"] if stub_core is not None else [])
     with Stub(*stub_args, core=stub_core) as stub:
         pin_self(client_core)
         for conc in levels:
             rows.append(ours(stub, conc, a.tokens))
-            for name, (tool, tok) in peers.items():
-                rows.append((guidellm if name == "guidellm" else aiperf)(tool, stub, conc, a.tokens, tok, client_core))
+            for peer in peers:
+                rows.append(peer_row(peer, stub, conc, a.tokens, client_core))
             for r in rows[-1 - len(peers):]:
                 print(f"{r['tool']} @{r['conc']}: TTFT {r['ttft'] and f(r['ttft'][1])} ITL "
                       f"{r['itl'] and f(r['itl'][1])} {r['note'][:200]}", flush=True)
     print()
-    print(f"{'tool':<9}{'conc':>5} | {'TTFT mean':>9}{'median':>8}{'p99':>8}{'err med':>8} | "
+    print(f"{'tool':<22}{'conc':>5} | {'TTFT mean':>9}{'median':>8}{'p99':>8}{'err med':>8} | "
           f"{'ITL mean':>9}{'median':>8}{'p99':>8}{'err med':>8} | {'stub late p50/p99':>18} {'ok':>5}{'fail':>5}")
     ok = True
     for r in rows:
         if r["ttft"] is None:
-            print(f"{r['tool']:<9}{r['conc']:>5} | {r['note'][:150]}")
+            print(f"{r['tool']:<22}{r['conc']:>5} | {r['note'][:150]}")
             continue
         e_t = r["ttft"][1] - TTFT_MS
         e_i = r["itl"][1] - ITL_MS
         if r["tool"] == "ours":
             ok &= abs(e_t) < 0.5 and abs(e_i) < 0.5
         late = f"{f(r['stub_late'][0], 3)}/{f(r['stub_late'][1], 3)}"
-        print(f"{r['tool']:<9}{r['conc']:>5} | {f(r['ttft'][0]):>9}{f(r['ttft'][1]):>8}{f(r['ttft'][2]):>8}"
+        print(f"{r['tool']:<22}{r['conc']:>5} | {f(r['ttft'][0]):>9}{f(r['ttft'][1]):>8}{f(r['ttft'][2]):>8}"
               f"{e_t:>+8.2f} | {f(r['itl'][0]):>9}{f(r['itl'][1]):>8}{f(r['itl'][2]):>8}{e_i:>+8.2f} | "
               f"{late:>18} {r['ok']!s:>5}{r['fail']!s:>5}")
     print("\nours, TTFT error split by the stub's per-request records (medians, ms): up = our send "

@@ -55,7 +55,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from client_headroom import Stub  # noqa: E402
+from peers import Stub  # noqa: E402
 
 from sweepcore import metrics, stats, validity  # noqa: E402
 from sweepcore.loadgen import LoadConfig, run_load_sync  # noqa: E402

@@ -32,7 +32,8 @@ bench = load("validity")
 def options(itl_ms=10.0, jitter=None, seed=0):
     args = stub.argparse.Namespace(ttft_ms=0.0, itl_ms=itl_ms, itl_jitter=jitter, seed=seed, tokens_per_chunk=1,
                                    model="m", context_len=0, overflow_style="sglang", spec_accept=False,
-                                   tokenize="sglang")
+                                   tokenize="sglang", interleave=False,
+                                   prompt_count="words")
     return stub.Options(args)
 
 

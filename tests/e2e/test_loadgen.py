@@ -114,3 +114,30 @@ def test_open_loop_rate_duration_and_concurrency_cap():
                                       concurrency=2, duration=0.4))
         assert 6 <= len(lr.results) <= 40 and 0.35 < lr.duration < 1.2
         assert time.perf_counter() - t < 10
+
+
+@pytest.mark.slow
+def test_the_interleaving_stub_sends_each_event_alone_and_counts_what_ended():
+    """bench/client_headroom.py's interleaved mode and its ruler: the same responses as a
+    burst, one event per write, and one /stats/done record per completed response."""
+    import json
+    import urllib.request
+
+    reads = {}
+    for args in ((), ("--interleave",)):
+        with stub("--tokenize", "none", *args) as url:
+            lr = run_load_sync(LoadConfig(base_url=url, model="stub-model", prompts=["one two " * 40],
+                                          max_tokens=50, concurrency=8, num_requests=24))
+            with urllib.request.urlopen(f"{url}/stats/done", timeout=10) as answer:
+                done = json.loads(answer.read())["records"]
+            with urllib.request.urlopen(f"{url}/stats", timeout=10) as answer:
+                stats = json.loads(answer.read())
+        assert all(r.error_kind == "" and r.output_tokens == 50 and r.prompt_tokens == 81 for r in lr.results), [
+            (r.error, r.output_tokens, r.prompt_tokens) for r in lr.results]
+        assert len(done) == 24 and {tokens for _, tokens in done} == {50}, done
+        assert stats["tokens"] == 24 * 50, stats
+        # Distinct arrival stamps of a response: the reads that brought its tokens.
+        reads[args] = sum(len(set(r.chunk_offsets)) for r in lr.results)
+    # A burst comes in one write, so in a read or two; interleaved, a response's events come
+    # over many passes of the stub, so over many more reads.
+    assert reads[()] <= 2 * 24 and reads[("--interleave",)] >= 2 * 24, reads

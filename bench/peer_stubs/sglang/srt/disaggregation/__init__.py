@@ -1,0 +1,1 @@
+# Stand-in (bench/peers.py): a package marker.
