@@ -406,6 +406,7 @@ class RunExecutor:
         return self.run.status
 
     def lost(self):
+        """Nothing more to do: the run is another worker's (returns None, as for a run not ours)."""
         log.warning("run %s was taken over by another worker; stopping", self.run_id)
 
     def attempt(self, attempt, attempts):

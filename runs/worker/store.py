@@ -15,14 +15,7 @@ from django.db import IntegrityError, connection, models, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from benchmarks.models import (
-    FailureKind,
-    Host,
-    KnownFailure,
-    Sweep,
-    SweepStatus,
-    Workload,
-)
+from benchmarks.models import FailureKind, Host, KnownFailure, Sweep, SweepStatus, Workload
 from runs.models import (
     GpuLease,
     Point,
@@ -171,6 +164,7 @@ class RunStore:
         self.host_id = host_id  # where it runs: one of its sweep's hosts (None: the sweep's own)
         self.previous_host_id = None  # where it ran before this claim (a takeover), if anywhere
         self.run = None
+        self._owning = False  # inside an `owned` block
 
     # claim and heartbeat -------------------------------------------------------------
 
@@ -256,11 +250,19 @@ class RunStore:
         """A transaction in which the run is still this worker's (its row locked, so that no
         takeover commits in between); raises ClaimLost, writing nothing, once it is not.
         Every write of the run and its points goes through it: a worker taken for dead must
-        not mark the new owner's points not_run, nor end the run it now drives."""
+        not mark the new owner's points not_run, nor end the run it now drives. Nested, the
+        outer block's check and lock hold: it is checked once."""
+        if self._owning:
+            yield
+            return
         with transaction.atomic():
             if not Run.objects.select_for_update().filter(pk=self.run_id, claimed_by=self.worker_id).exists():
                 raise ClaimLost()
-            yield
+            self._owning = True
+            try:
+                yield
+            finally:
+                self._owning = False
 
     @staticmethod
     def close_connection():

@@ -118,9 +118,10 @@ def test_open_loop_rate_duration_and_concurrency_cap():
 
 
 @pytest.mark.slow
-def test_the_interleaving_stub_sends_each_event_alone_and_counts_what_ended():
+def test_the_interleaving_stub_spreads_each_response_over_many_reads_and_counts_what_ended():
     """bench/client_headroom.py's interleaved mode and its ruler: the same responses as a
-    burst, one event per write, and one /stats/done record per completed response."""
+    burst, written an event at a time among the other streams', and one /stats/done record
+    per completed response."""
     import json
     import urllib.request
 
