@@ -183,6 +183,11 @@ class CpuSampler:
     def stop(self) -> None:
         self._stop.set()
         self._thread.join()
+        # A last sample at the stop: a load shorter than a few sampling periods would
+        # otherwise end its steady window after the last sample (and have no CPU figure).
+        t, cpu = time.monotonic(), self.read()
+        if cpu is not None:
+            self.samples.append((t, cpu))
 
     def at(self, t: float) -> float | None:
         xs = self.samples

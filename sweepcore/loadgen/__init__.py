@@ -1,4 +1,4 @@
-"""Streaming load generator (asyncio + aiohttp).  Plain Python, no Django.
+"""Streaming load generator (asyncio, its own HTTP/1.1 client).  Plain Python, no Django.
 
 Drives an inference server with streaming requests and records, per request, the raw
 facts every metric in :mod:`sweepcore.metrics` is computed from.
@@ -41,11 +41,13 @@ Failed requests are kept in ``LoadResult.results`` and counted; never dropped.
 
 Modules
 -------
-:mod:`.sse` SSE framing and stream scanning; :mod:`.apis` one request function per API
-(``API_REGISTRY``) and the request record; :mod:`.runner` the closed and open loops,
-warmup and the client's self-measurement; :mod:`.stamping` the send and arrival time
-stamps, the only hooks into aiohttp's and asyncio's private names (a hook that cannot
-be installed or stops taking effect raises :class:`StampingError`).
+:mod:`.sse` SSE framing and stream scanning; :mod:`.http1` keep-alive HTTP/1.1
+connections that hand each read of a response to its scan inside the protocol (no task
+wake per read; see its docstring for why not aiohttp); :mod:`.apis` one request function
+per API (``API_REGISTRY``), the request record and the time limits; :mod:`.runner` the
+closed and open loops, warmup and the client's self-measurement; :mod:`.stamping` the
+arrival stamp, the only hook into asyncio's private names (a hook that cannot be
+installed or stops taking effect raises :class:`StampingError`).
 """
 
 from sweepcore.loadgen.apis import (
@@ -62,7 +64,7 @@ from sweepcore.loadgen.runner import (
     LoadConfig,
     LoadResult,
     build_body,
-    make_session,
+    make_pool,
     run_load,
     run_load_sync,
 )
@@ -81,7 +83,7 @@ __all__ = [
     "StampingError",
     "build_body",
     "classify_error_text",
-    "make_session",
+    "make_pool",
     "run_load",
     "run_load_sync",
 ]

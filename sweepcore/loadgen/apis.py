@@ -16,10 +16,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable
 
-import aiohttp
-
 from sweepcore.kinds import RequestErrorKind as Kind
-from sweepcore.loadgen import stamping
+from sweepcore.loadgen import http1, stamping
 from sweepcore.loadgen.sse import StreamScan
 
 #: Lower-cased substrings of the too-long-request answers of real servers:
@@ -96,14 +94,19 @@ class RequestResult:
 
 @dataclass(frozen=True, slots=True)
 class Endpoint:
-    """What every request of one load shares: session, URL, headers and time limits."""
+    """What every request of one load shares: its connections, URL, headers and time limits."""
 
-    session: aiohttp.ClientSession
+    pool: http1.Pool
     url: str
+    path: str
     headers: dict
     timeout_first_token: float
     timeout_stall: float
     timeout_total: float
+
+    def encode(self, body: bytes) -> bytes:
+        """The whole HTTP request that sends ``body`` (encoded once per prompt)."""
+        return self.pool.request_bytes("POST", self.path, body, self.headers)
 
 
 # ------------------------------------------------------------------------------ bodies
@@ -166,90 +169,181 @@ _TIMEOUT_TEXT = {
     Kind.TIMEOUT_TOTAL: "request not finished within",
 }
 
+#: How much of a non-200 answer's body is kept as its error text.
+ERROR_BODY_BYTES = 65536
 
-async def stream_request(ep: Endpoint, index: int, body: bytes, usage_chunk: bool) -> RequestResult:
-    """Send ``body``, read the event stream, return the request's record (never raises
-    for a failed request; raises :class:`~sweepcore.loadgen.stamping.StampingError` when
-    arrival times could not be stamped)."""
+
+class _StreamExchange(http1.Exchange):
+    """One streamed request as its connection reads it: the event stream goes through
+    the scan as each read arrives; the request's task is woken once, when it is over
+    (the stream ended, the connection failed, or a time limit passed)."""
+
+    __slots__ = ("scan", "res", "t0", "future", "status", "error_body", "error", "lost",
+                 "started", "last_token", "timer", "conn", "begun")
+
+    def __init__(self, scan: StreamScan, begun: float):
+        self.scan = scan
+        self.res = scan.res
+        self.begun = begun  # perf_counter() when the request began (its connection included)
+        self.t0 = begun  # perf_counter() when the request was handed to the socket
+        self.future: asyncio.Future | None = None
+        self.status = 0
+        self.error_body: bytearray | None = None
+        self.error: BaseException | None = None  # why the connection failed
+        self.lost = False
+        self.started = False
+        self.last_token = 0.0
+        self.timer: asyncio.TimerHandle | None = None
+        self.conn: http1.Connection | None = None
+
+    def attempt(self, conn: http1.Connection, future: asyncio.Future) -> None:
+        self.conn, self.future = conn, future
+        self.status, self.error_body, self.error, self.lost, self.started = 0, None, None, False, False
+
+    # ----------------------------------------------------------------- http1.Exchange
+
+    def head(self, status: int, headers: dict) -> None:
+        self.status = status
+        self.res.http_status = status
+        if status != 200:
+            self.error_body = bytearray()
+
+    def body(self, pieces: list, rx: float) -> bool:
+        eb = self.error_body
+        if eb is not None:
+            for data in pieces:
+                eb += data[: ERROR_BODY_BYTES - len(eb)]
+            return len(eb) >= ERROR_BODY_BYTES
+        t0 = self.t0
+        if rx < t0:
+            self.error = stamping.StampingError(
+                "response bytes were read but none was stamped since the request was sent: "
+                "asyncio no longer polls through loop._selector"
+            )
+            return True
+        scan = self.scan
+        if scan.feed_pieces(pieces, rx - t0):
+            self.last_token = rx
+        return scan.done or scan.error is not None
+
+    def end(self, error: BaseException | None, response_started: bool) -> None:
+        if error is not None and self.error is None:
+            self.error, self.lost, self.started = error, True, response_started
+        if self.future is not None and not self.future.done():
+            self.future.set_result(None)
+
+    # ---------------------------------------------------------------------- time limits
+
+    def arm(self, loop: asyncio.AbstractEventLoop, ep: Endpoint) -> None:
+        """The request's time limits, from now: first token, then stall, within the total."""
+        self.timer = loop.call_later(min(ep.timeout_first_token, ep.timeout_total), self._on_timer, loop, ep)
+
+    def disarm(self) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None
+
+    def _on_timer(self, loop: asyncio.AbstractEventLoop, ep: Endpoint) -> None:
+        # Re-armed only when a limit is reached: tokens arriving cost nothing here.
+        self.timer = None
+        res = self.res
+        if res.error_kind or (self.future is not None and self.future.done()):
+            return
+        now = time.perf_counter()
+        total_at = self.begun + ep.timeout_total
+        if res.chunk_offsets:
+            stall_at = self.last_token + ep.timeout_stall
+            due = min(total_at, stall_at)
+            if now < due:
+                self.timer = loop.call_later(due - now, self._on_timer, loop, ep)
+                return
+            kind = Kind.TIMEOUT_TOTAL if total_at <= stall_at else Kind.TIMEOUT_STALL
+        else:
+            kind = Kind.TIMEOUT_FIRST_TOKEN if ep.timeout_first_token < ep.timeout_total else Kind.TIMEOUT_TOTAL
+        limit = {Kind.TIMEOUT_FIRST_TOKEN: ep.timeout_first_token, Kind.TIMEOUT_STALL: ep.timeout_stall,
+                 Kind.TIMEOUT_TOTAL: ep.timeout_total}[kind]
+        res.error_kind = kind
+        res.error = f"{_TIMEOUT_TEXT[kind]} {limit:g} s (after {len(res.chunk_offsets)} token chunks)"
+        if self.conn is not None:
+            self.conn.abort()  # nothing more is read from it: a late answer counts for nothing
+        if self.future is not None and not self.future.done():
+            self.future.set_result(None)
+
+
+async def stream_request(ep: Endpoint, index: int, request: bytes, usage_chunk: bool) -> RequestResult:
+    """Send ``request`` (a whole HTTP request, :meth:`Endpoint.encode`), read the event
+    stream, return the request's record (never raises for a failed request; raises
+    :class:`~sweepcore.loadgen.stamping.StampingError` when arrival times could not be
+    stamped)."""
     res = RequestResult(index=index)
     scan = StreamScan(res, usage_chunk)
-    offs = res.chunk_offsets
     loop = asyncio.get_running_loop()
-    pc = time.perf_counter
-    fire_kind = Kind.TIMEOUT_FIRST_TOKEN
-    started = loop.time()
-    total_deadline = started + ep.timeout_total
     wall0 = time.time()
-    t_pre = t0 = pc()
-    sent = [0.0]  # set by the send-stamp trace when the body is handed to the socket
+    t_pre = time.perf_counter()
+    ex = _StreamExchange(scan, t_pre)
+    ex.arm(loop, ep)
     try:
-        async with asyncio.timeout_at(min(total_deadline, started + ep.timeout_first_token)) as tm:
-            if ep.timeout_total <= ep.timeout_first_token:
-                fire_kind = Kind.TIMEOUT_TOTAL
-            async with ep.session.post(ep.url, data=body, headers=ep.headers,
-                                       trace_request_ctx=sent) as resp:
-                if sent[0]:
-                    t0 = sent[0]
-                res.http_status = resp.status
-                if resp.status != 200:
-                    raw = await resp.content.read(65536)
-                    text = raw.decode("utf-8", "replace")
-                    res.error_kind = classify_error_text(text, Kind.HTTP_ERROR)
-                    res.error = f"HTTP {resp.status}: {text}"
-                    return res
-                content = resp.content
-                proto = stamping.handler_of(resp)
-                while not scan.over:
-                    data = await content.readany()
-                    if not data:
-                        break
-                    now = proto.since(t0) if proto is not None else pc() - t0
-                    if scan.feed(data, now):
-                        stall_at = loop.time() + ep.timeout_stall
-                        if stall_at < total_deadline:
-                            tm.reschedule(stall_at)
-                            fire_kind = Kind.TIMEOUT_STALL
-                        else:
-                            tm.reschedule(total_deadline)
-                            fire_kind = Kind.TIMEOUT_TOTAL
-                if scan.error is not None:
-                    res.error_kind = classify_error_text(scan.error, Kind.ERROR_IN_STREAM)
-                    res.error = scan.error
-                elif not scan.done and not scan.finish:
-                    res.error_kind = Kind.CONNECTION_LOST_MID_STREAM
-                    res.error = (
-                        "the stream ended before [DONE] and before a finish_reason "
-                        f"(after {len(offs)} token chunks)"
-                    )
-    except TimeoutError:
-        limit = {
-            Kind.TIMEOUT_FIRST_TOKEN: ep.timeout_first_token,
-            Kind.TIMEOUT_STALL: ep.timeout_stall,
-            Kind.TIMEOUT_TOTAL: ep.timeout_total,
-        }[fire_kind]
-        res.error_kind = fire_kind
-        res.error = f"{_TIMEOUT_TEXT[fire_kind]} {limit:g} s (after {len(offs)} token chunks)"
-    except aiohttp.ClientConnectorError as e:
-        res.error_kind = Kind.CONNECTION_REFUSED
-        res.error = f"cannot connect to {ep.url}: {e.os_error or e}"
-    except (aiohttp.ClientPayloadError, aiohttp.ServerDisconnectedError,
-            aiohttp.ClientOSError) as e:
-        res.error_kind = Kind.CONNECTION_LOST_MID_STREAM
-        where = "before the response" if res.http_status is None else (
-            f"mid-stream after {len(offs)} token chunks")
-        res.error = f"connection lost {where}: {type(e).__name__}: {e}"
-    except aiohttp.ClientError as e:
-        res.error_kind = Kind.CLIENT_ERROR
-        res.error = f"{type(e).__name__}: {e}"
+        for attempt in (0, 1):
+            conn = await ep.pool.connection(fresh=attempt > 0)
+            if res.error_kind:  # a time limit passed while connecting
+                conn.abort()
+                break
+            reused = conn.used > 0
+            ex.attempt(conn, loop.create_future())
+            ex.t0 = conn.send(request, ex)
+            await ex.future
+            # A kept-alive connection the server closed before it read the request:
+            # nothing was answered, so the request goes once more on a new connection.
+            if not (attempt == 0 and reused and ex.lost and not ex.started and not res.error_kind):
+                break
+    except OSError as e:
+        if not res.error_kind:
+            res.error_kind = Kind.CONNECTION_REFUSED
+            why = f"no connection within {ep.pool.connect_timeout:g} s" if isinstance(e, TimeoutError) else str(e)
+            res.error = f"cannot connect to {ep.url}: {why or type(e).__name__}"
     finally:
-        res.send_time = wall0 + (t0 - t_pre)
+        ex.disarm()
+        if ex.future is not None and not ex.future.done() and ex.conn is not None:
+            ex.conn.abort()  # cancelled while reading: the connection cannot be reused
+        res.send_time = wall0 + (ex.t0 - t_pre)
         scan.count()
         res.finish_reason = scan.finish
+    if not res.error_kind:
+        _outcome(ex, scan, res, ep)
     if not res.error_kind and res.output_tokens == 0:
         res.error_kind = Kind.EMPTY_RESPONSE
         res.error = ("HTTP 200 stream finished with zero output tokens "
                      f"(finish_reason={scan.finish or 'none'})")
     return res
+
+
+def _outcome(ex: _StreamExchange, scan: StreamScan, res: RequestResult, ep: Endpoint) -> None:
+    """The record's error, if any, from how the exchange ended."""
+    if isinstance(ex.error, stamping.StampingError):
+        raise ex.error
+    if ex.future is None:  # never sent
+        return
+    offs = res.chunk_offsets
+    if ex.error_body is not None:
+        text = bytes(ex.error_body).decode("utf-8", "replace")
+        res.error_kind = classify_error_text(text, Kind.HTTP_ERROR)
+        res.error = f"HTTP {ex.status}: {text}"
+    elif isinstance(ex.error, http1.ProtocolError):
+        res.error_kind = Kind.CLIENT_ERROR
+        res.error = f"malformed HTTP response from {ep.url}: {ex.error}"
+    elif scan.error is not None:
+        res.error_kind = classify_error_text(scan.error, Kind.ERROR_IN_STREAM)
+        res.error = scan.error
+    elif ex.lost and not scan.done:
+        res.error_kind = Kind.CONNECTION_LOST_MID_STREAM
+        where = "before the response" if not ex.status else f"mid-stream after {len(offs)} token chunks"
+        res.error = f"connection lost {where}: {type(ex.error).__name__}: {ex.error}"
+    elif not scan.done and not scan.finish:
+        res.error_kind = Kind.CONNECTION_LOST_MID_STREAM
+        res.error = (
+            "the stream ended before [DONE] and before a finish_reason "
+            f"(after {len(offs)} token chunks)"
+        )
 
 
 async def request_openai(ep: Endpoint, index: int, body: bytes) -> RequestResult:

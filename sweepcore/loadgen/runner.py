@@ -28,9 +28,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
-import aiohttp
-
-from sweepcore.loadgen import stamping
+from sweepcore.loadgen import http1, stamping
 from sweepcore.loadgen.apis import API_REGISTRY, APIS, Endpoint, RequestResult
 from sweepcore.metrics import percentile, summarize
 
@@ -127,56 +125,48 @@ def build_body(config: LoadConfig, prompt: Any) -> dict:
 
 
 class _Sender:
-    """Sends request ``i`` of a load: prompt ``i`` modulo the prompts, bodies encoded once."""
+    """Sends request ``i`` of a load: prompt ``i`` modulo the prompts, requests encoded once."""
 
-    def __init__(self, config: LoadConfig, session: aiohttp.ClientSession):
+    def __init__(self, config: LoadConfig, pool: http1.Pool):
         api = API_REGISTRY[config.api]
         headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
         if config.api_key:
             headers["Authorization"] = f"Bearer {config.api_key}"
         self.endpoint = Endpoint(
-            session=session,
+            pool=pool,
             url=config.base_url.rstrip("/") + api.path,
+            path=api.path,
             headers=headers,
             timeout_first_token=config.timeout_first_token,
             timeout_stall=config.timeout_stall,
             timeout_total=config.timeout_total,
         )
         self.request = api.request
-        self.bodies = [
-            json.dumps(build_body(config, p), separators=(",", ":")).encode()
+        self.requests = [
+            self.endpoint.encode(json.dumps(build_body(config, p), separators=(",", ":")).encode())
             for p in config.prompts
         ]
 
     def one(self, index: int):
-        return self.request(self.endpoint, index, self.bodies[index % len(self.bodies)])
+        return self.request(self.endpoint, index, self.requests[index % len(self.requests)])
 
 
-def make_session(concurrency: int, connect_timeout: float = 10.0) -> aiohttp.ClientSession:
-    """One shared session: connection limit >= concurrency, 1 MiB read buffers, stamping.
+def make_pool(base_url: str, connect_timeout: float = 10.0) -> http1.Pool:
+    """The load's keep-alive connections to ``base_url`` (:mod:`sweepcore.loadgen.http1`).
 
-    The send time TTFT is measured from is when the request body is handed to the socket
-    (so the client's own request-building time is not counted as server latency;
-    connection set-up on a new connection still is); arrivals are stamped by the
-    connections' protocol (:mod:`sweepcore.loadgen.stamping`).
+    The send time TTFT is measured from is when the whole request is handed to the socket
+    (so the client's own request-building time is not counted as server latency; the
+    set-up of a new connection is not either); arrivals are stamped by the poll that
+    reported them (:mod:`sweepcore.loadgen.stamping`).
     """
-    connector = stamping.stamping_connector(limit=concurrency + 8, limit_per_host=0,
-                                            ttl_dns_cache=300, enable_cleanup_closed=False)
-    return aiohttp.ClientSession(
-        connector=connector,
-        timeout=aiohttp.ClientTimeout(total=None, sock_connect=connect_timeout),
-        read_bufsize=1 << 20,
-        auto_decompress=False,
-        trust_env=False,
-        trace_configs=[stamping.send_stamp_trace()],
-    )
+    return http1.Pool(base_url, connect_timeout=connect_timeout)
 
 
 async def run_load(config: LoadConfig) -> LoadResult:
     """Run warmup then the measured load; return every request's record.
 
     Raises :class:`~sweepcore.loadgen.stamping.StampingError` when arrival times cannot
-    be stamped on this event loop or with this aiohttp.
+    be stamped on this event loop.
     """
     config.validate()
     undo = stamping.install_poll_stamp(asyncio.get_running_loop())
@@ -188,12 +178,22 @@ async def run_load(config: LoadConfig) -> LoadResult:
 
 def run_load_sync(config: LoadConfig) -> LoadResult:
     """Synchronous wrapper around :func:`run_load` (runs its own event loop)."""
-    return asyncio.run(run_load(config))
+    out: list[LoadResult] = []
+
+    async def main() -> None:
+        # The result is handed out beside the task, not as its result: on the main thread
+        # asyncio.run puts SIGINT's handler back at the end, and signal.signal then formats
+        # the repr of the handler it replaces, which holds the main task and so its result
+        # -- every request's every arrival time (a second of CPU for a million tokens).
+        out.append(await run_load(config))
+
+    asyncio.run(main())
+    return out[0]
 
 
 async def _run_load(config: LoadConfig) -> LoadResult:
-    async with make_session(config.concurrency, config.connect_timeout) as session:
-        sender = _Sender(config, session)
+    async with make_pool(config.base_url, config.connect_timeout) as pool:
+        sender = _Sender(config, pool)
         warm: list[RequestResult] = []
         if config.warmup:
             warm = await _closed_loop(sender, config.warmup, None, min(config.concurrency, config.warmup), None)

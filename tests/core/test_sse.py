@@ -83,3 +83,21 @@ def test_an_error_event_ends_the_scan_with_its_text():
     assert s.over and s.error == "boom type=internal code=500" and res.output_tokens == 1
     assert stream_error(b'{"object":"error","message":"too long"}') == "too long"
     assert stream_error(b'{"text":"an \\"error\\" in the output"}') is None
+
+
+def test_events_read_the_same_in_pieces_of_any_shape_and_with_crlf_line_ends():
+    evs = [completion(" a", usage=1), completion(" b", usage=2, finish="length"), b"data: [DONE]\n\n"]
+    lf = b"".join(evs)
+    crlf = lf.replace(b"\n", b"\r\n")
+    for stream in (lf, crlf):
+        for k in range(1, len(stream)):
+            res = RequestResult(index=0)
+            s = StreamScan(res, True)
+            s.feed_pieces([stream[:k], stream[k:]], 0.5)
+            s.count()
+            assert (res.chunk_tokens, s.done, s.finish) == ([1, 1], True, "length"), (stream[:k], stream[k:])
+
+
+def test_a_token_whose_text_says_error_is_a_token():
+    s, res = scan([(completion('"error"', usage=1) + completion(" error", usage=2, finish="length"), 0.1)])
+    assert s.error is None and res.chunk_tokens == [1, 1] and s.finish == "length"
