@@ -5,7 +5,8 @@ the rest is arithmetic in Python, so the query count does not grow with the numb
 
 A point that did not produce a measurement (crashed, skipped, timeout, not_run, failed,
 context_overflow) is never drawn as a zero: value datasets carry ``None`` there and the point
-appears in a separate *marker* dataset (one per status) with its reason, at the axis baseline.
+appears in a separate *marker* dataset (one per status) with its reason, which the page draws
+in a lane of its own under the value axis (static/js/charts.js), a row per series.
 
 Charts come in families. The *overview* (decode speed, speedup, accept length) is always
 sent; the others (``FAMILIES``: against prompt length, latency per point, against
@@ -20,14 +21,24 @@ The JSON shape (``build_charts``)::
 
     {"sweep": id | None,
      "legend": [{"status", "label", "meaning", "pointStyle", "color"}],   # marker meanings
-     "configs": [{"config", "method", "tp", "params", "run", "sweep", "color"}],  # once each
-     "families": [{"id", "title", "at_once", "charts": [{"id", "title"}]}],  # on demand
+     "configs": [{"config", "method", "tp", "params", "run", "sweep", "color",
+                  "legend": {"group", "item"}}],  # once each; legend: grouped by method
+     "families": [{"id", "title", "at_once", "charts": [{"id", "title"}]}],  # groups, on demand
      "family": "overview" | family id | None (one chart),         # what "charts" holds
+     "omitted": [{"id", "title"}],  # charts with no value and no marker: named, not drawn
      "charts": [{"id", "family", "type": "bar" | "line", "title",
+                 "group", "groupTitle", "panel": "TP4" | None,  # small multiples (below)
                  "x": {"label", "type": "category" | "linear"}, "y": {"label", "type"},
                  "labels": [...],            # category charts only
                  "datasets": [{"kind": "value" | "marker", "type": "bar" | "line" | "scatter",
                                "label", "data", "backgroundColor", "borderColor", ...}]}]}
+
+Small multiples by TP: when the configurations have several TPs, every chart of a
+configuration family (decode, speedup, against prompt length, latency, against concurrency)
+is drawn once per TP, ``<id>@TP<n>``, all with the same x categories, grouped under
+``group`` (the id they share; ``chart=<group>`` answers all its panels) and drawn side by
+side. A configuration has the same colour in every panel (one per method and parameter
+values, told apart: ``PALETTE``); its legend entry (``configs[].legend``) groups it by method.
 
 A value dataset of a configuration is labelled with the configuration (``configs[].config``,
 unique within the answer); its method, TP, parameters, run and sweep are in ``configs``.
@@ -71,7 +82,7 @@ from functools import partial
 
 from runs.models import Point, PointStatus, Run, Validity
 from runs.results import evidence
-from sweepcore.methods import AUTOREGRESSIVE, METHODS, config_label
+from sweepcore.methods import AUTOREGRESSIVE, METHODS, REGISTRY, config_label
 from sweepcore.metrics import interval_of, metric_label
 from sweepcore.stats import compare_samples, ratio_ci
 
@@ -79,6 +90,17 @@ from sweepcore.stats import compare_samples, ratio_ci
 
 OTHER_METHOD_COLOUR = (160, 45)  # a method the registry gives no colour
 SHADE_LIGHTNESS = (32, 68)  # darkest and lightest shade, in %
+# A configuration's colour: one per method and parameter values, the same at every TP (so
+# that the TP panels read alike) and told apart from its neighbours at a glance: shades of
+# one hue per method were near-identical for six DDTree budgets. The autoregressive
+# baseline is a neutral slate; the others take Tableau's categorical palette (ten hues,
+# then their lighter and darker partners) in legend order.
+BASELINE_COLOUR = "#5f6b7a"
+PALETTE = (
+    "#4e79a7", "#f28e2b", "#e15759", "#59a14f", "#b07aa1", "#edc948", "#76b7b2", "#ff9da7", "#9c755f",
+    "#2a5783", "#b6992d", "#8cd17d", "#d37295", "#499894", "#f1a340", "#a0cbe8", "#b9735a", "#8a5fa8",
+    "#c4a000", "#86bcb6",
+)
 
 # Markers for points without a measurement: colour as the status badges, a shape each.
 MARKER_STATUSES = {
@@ -144,7 +166,7 @@ def hsl(hue, saturation, lightness, alpha=None):
 
 
 def shades(method, count):
-    """``count`` shades of the method's colour, darkest first."""
+    """``count`` shades of the method's colour, darkest first (the accept-length lines: a shade per TP)."""
     hue, saturation = _method_colour(method)
     low, high = SHADE_LIGHTNESS
     if count <= 1:
@@ -186,7 +208,9 @@ class Config:
         self.tp = row["tp"]
         self.position = row["position"]
         self.label = config_label(self.method, self.params, self.tp)
+        self.attempt_shown = None  # the attempt, when the label names it (_disambiguate)
         self.colour = None
+        self.legend = None
         self.points = {}  # (workload, prompt_tokens, concurrency) -> point row
 
     def dataset(self, chart_type, data):
@@ -196,7 +220,7 @@ class Config:
 
     def identity(self):
         return {"config": self.label, "method": self.method, "tp": self.tp, "params": self.params,
-                "run": self.run_id, "sweep": self.sweep_id, "color": self.colour}
+                "run": self.run_id, "sweep": self.sweep_id, "color": self.colour, "legend": self.legend}
 
 
 class Configs(list):
@@ -257,18 +281,58 @@ def _disambiguate(configs, rows):
     attempts = {row["id"]: row["attempt"] for row in rows}
     for config in configs:
         if seen[config.label] > 1:
-            config.label = f"{config.label} attempt {attempts[config.run_id]}"
+            config.attempt_shown = attempts[config.run_id]
+            config.label = f"{config.label} attempt {config.attempt_shown}"
+
+
+def _look_key(config):
+    """What a configuration's colour and legend entry stand for: its sweep, method and
+    parameters (and attempt, where the label names one), whatever its TP."""
+    return (config.sweep_id, config.method, _params_order(config.params), config.attempt_shown)
+
+
+def _method_rank(method):
+    return next((i for i, m in enumerate(REGISTRY) if m.name == method), len(REGISTRY))
 
 
 def _colour(configs):
-    """Shades within a method ordered by parameter values, then TP: the same in every chart."""
-    by_method = defaultdict(list)
+    """A colour per (sweep, method, parameters), in legend order (registry order of the
+    methods, then parameter values): the same in every chart and at every TP."""
+    keys = sorted({_look_key(c) for c in configs}, key=lambda k: (_method_rank(k[1]), k[1], k[2], k[0], k[3]))
+    colours, others = {}, iter(range(len(keys)))
+    for key in keys:
+        if key[1] == AUTOREGRESSIVE and BASELINE_COLOUR not in colours.values():
+            colours[key] = BASELINE_COLOUR
+        else:
+            colours[key] = PALETTE[next(others) % len(PALETTE)]
     for config in configs:
-        by_method[config.method].append(config)
-    for method, group in by_method.items():
-        group = sorted(group, key=lambda c: (_params_order(c.params), c.tp, c.sweep_id, c.run_id))
-        for config, colour in zip(group, shades(method, len(group))):
-            config.colour = colour
+        config.colour = colours[_look_key(config)]
+    _legend_entries(configs)
+
+
+def _legend_entries(configs):
+    """Each configuration's place in the legend, grouped by method: ``group`` names the
+    method with the parameters its configurations share (and the one that varies), ``item``
+    the values that tell it apart, e.g. group "ddtree topk_cap=8 · budget", item "15"."""
+    groups = defaultdict(list)
+    for config in configs:
+        groups[(config.sweep_id, config.method)].append(config)
+    several_sweeps = len({c.sweep_id for c in configs}) > 1
+    for (sweep_id, method), group in groups.items():
+        keys = sorted({k for c in group for k in c.params})
+        fixed = [k for k in keys if len({repr(c.params.get(k)) for c in group}) == 1 and all(k in c.params for c in group)]
+        varying = [k for k in keys if k not in fixed]
+        head = " ".join([f"#{sweep_id}"] * several_sweeps + [method] + [f"{k}={group[0].params[k]}" for k in fixed])
+        if len(varying) == 1:
+            head += f" · {varying[0]}"
+        for config in group:
+            if len(varying) == 1:
+                item = str(config.params.get(varying[0], "–"))
+            else:
+                item = " ".join(f"{k}={config.params[k]}" for k in varying if k in config.params)
+            if config.attempt_shown is not None:
+                item = f"{item} attempt {config.attempt_shown}".strip()
+            config.legend = {"group": head, "item": item}
 
 
 # -- Helpers ----------------------------------------------------------------------------------
@@ -312,10 +376,15 @@ def _item(x, point, field):
 
 
 def _markers(entries, y=0):
-    """Marker datasets, one per status, from (x, config label, status, reason) tuples."""
+    """Marker datasets, one per status, from (x, config label, status, reason) tuples, or
+    (x, config label, status, reason, series) where the marker belongs to a series that is
+    not one configuration (the page draws markers in a lane, a row per series)."""
     by_status = defaultdict(list)
-    for x, label, status, reason in entries:
-        by_status[status].append({"x": x, "y": y, "config": label, "status": status, "reason": reason})
+    for x, label, status, reason, *series in entries:
+        item = {"x": x, "y": y, "config": label, "status": status, "reason": reason}
+        if series:
+            item["series"] = series[0]
+        by_status[status].append(item)
     datasets = []
     for status, (colour, style, meaning) in {**MARKER_STATUSES, **EXTRA_MARKERS}.items():
         if by_status.get(status):
@@ -402,7 +471,7 @@ def _chart(chart_id, chart_type, title, x_label, y_label, datasets, labels=None,
 # Each family function lists its charts as Entry(family, id, title, build); ``build(id,
 # title)`` makes the chart, and is only called for the charts an answer holds.
 
-Entry = namedtuple("Entry", "family id title build")
+Entry = namedtuple("Entry", "family id title build group panel", defaults=(None, None))
 
 DECODE_TITLE = "Decode speed per configuration"
 SPEEDUP_TITLE = "Speedup over autoregressive at the same TP and point"
@@ -430,6 +499,7 @@ def decode_samples(configs):
     """The per-request decode speeds of every drawable point of these configurations: one
     query, made once (the overview makes it whether or not it has a speedup chart, so that
     its query count does not depend on the sweep's methods)."""
+    configs = getattr(configs, "parent", configs)  # a TP's subset shares its parent's
     if not hasattr(configs, "decode_samples"):
         points = [p for c in configs for p in c.points.values() if _measured(p)]
         configs.decode_samples = evidence.load_samples(points, "decode_tok_s")
@@ -604,13 +674,14 @@ def accept_length_chart(lines, chart_id, title):
     for (method, tp), entries in sorted(lines.items()):
         entries.sort(key=lambda e: _sort_value(e[0]))
         colour = shades(method, len(tps[method]))[tps[method].index(tp)]  # a shade per TP
+        label = f"{method} TP{tp} ({_lookahead(method).label})"
         datasets.append({
-            "kind": "value", "type": "line", "label": f"{method} TP{tp} ({_lookahead(method).label})",
+            "kind": "value", "type": "line", "label": label,
             "method": method, "tp": tp, "parameter": _lookahead(method).param,
             "data": [{"x": x, "y": value, "config": config.label} for x, value, _, config in entries],
             "backgroundColor": colour, "borderColor": colour,
         })
-        failures.extend((x, config.label, *failure) for x, _, failure, config in entries if failure)
+        failures.extend((x, config.label, *failure, label) for x, _, failure, config in entries if failure)
     return _chart(chart_id, "line", title, "DDTree budget / DFlash block size (tokens)",
                   metric_label("accept_length"), datasets + _markers(failures), x_type="linear")
 
@@ -653,19 +724,57 @@ def concurrency_charts(configs, shapes, many):
     return entries
 
 
+def overview_charts(configs, shapes, many):
+    """Decode speed, and the speedup over autoregressive where there is both."""
+    entries = [Entry(OVERVIEW, "decode_tok_s", DECODE_TITLE, partial(decode_chart, configs, shapes, many))]
+    if any(c.method == AUTOREGRESSIVE for c in configs) and any(c.method != AUTOREGRESSIVE for c in configs):
+        entries.append(Entry(OVERVIEW, "speedup", SPEEDUP_TITLE, partial(speedup_chart, configs, shapes, many)))
+    return entries
+
+
+# Families whose charts are drawn once per TP, side by side (small multiples), when the
+# configurations have several: one chart of 23 configurations had a legend that ate its plot.
+PER_TP = (overview_charts, prompt_length_charts, latency_charts, concurrency_charts)
+
+
+def _subset(configs, tp):
+    """The configurations of one TP, sharing what is loaded once for all (decode_samples)."""
+    subset = Configs(c for c in configs if c.tp == tp)
+    subset.parent = configs
+    return subset
+
+
+def _panels(family, configs, shapes, many):
+    """``family``'s entries, one per TP (``id@TPn``, grouped under the id they share) when the
+    configurations have several TPs, else as they are (each its own group). Every panel
+    has the same x categories (``shapes``), so that they read alike."""
+    tps = sorted({c.tp for c in configs})
+    if len(tps) < 2:
+        return [entry._replace(group=entry.id) for entry in family(configs, shapes, many)]
+    per_tp = [(tp, family(_subset(configs, tp), shapes, many)) for tp in tps]
+    order = {}
+    for _, entries in per_tp:
+        for entry in entries:
+            order.setdefault(entry.id, len(order))
+    panels = [
+        Entry(entry.family, f"{entry.id}@TP{tp}", f"{entry.title} · TP{tp}", entry.build, entry.id, f"TP{tp}")
+        for tp, entries in per_tp for entry in entries
+    ]
+    return sorted(panels, key=lambda entry: order[entry.group])  # stable: TP order within a group
+
+
 def chart_entries(configs):
     """Every chart of these configurations, in page order, not built yet."""
     shapes = _shapes(configs)
     if not shapes:
         return []
     many = len({shape[2] for shape in shapes}) > 1
-    entries = [Entry(OVERVIEW, "decode_tok_s", DECODE_TITLE, partial(decode_chart, configs, shapes, many))]
-    if any(c.method == AUTOREGRESSIVE for c in configs) and any(
-        c.method != AUTOREGRESSIVE for c in configs
-    ):
-        entries.append(Entry(OVERVIEW, "speedup", SPEEDUP_TITLE, partial(speedup_chart, configs, shapes, many)))
-    for family in (prompt_length_charts, latency_charts, accept_length_charts, concurrency_charts):
-        entries.extend(family(configs, shapes, many))
+    entries = []
+    for family in (overview_charts, prompt_length_charts, latency_charts, accept_length_charts, concurrency_charts):
+        if family in PER_TP:
+            entries.extend(_panels(family, configs, shapes, many))
+        else:  # the accept-length lines are per TP already: one chart per workload, side by side
+            entries.extend(entry._replace(group="accept_length") for entry in family(configs, shapes, many))
     return entries
 
 
@@ -676,14 +785,15 @@ class UnknownChart(LookupError):
 def build_charts(sweep_id=None, run_ids=None, family=None, chart=None):
     """The comparison charts of a sweep, or of the given runs (in that order, from any
     sweeps), as Chart.js-ready dicts: the overview (default), every chart of ``family``, or
-    the one chart ``chart``. The other families are listed (ids and titles) in every answer.
-    Raises UnknownChart for a family or chart id that is not there."""
+    the chart ``chart`` (a group id: all its TP panels). The other families are listed
+    (ids and titles of their groups) in every answer. Raises UnknownChart for a family or
+    chart id that is not there."""
     if family is not None and family != OVERVIEW and family not in FAMILIES:
         raise UnknownChart(f"no chart family “{family}” (there are {', '.join([OVERVIEW, *FAMILIES])})")
     configs = load(sweep_id=sweep_id, run_ids=run_ids)
     entries = chart_entries(configs)
     if chart is not None:
-        chosen = [entry for entry in entries if entry.id == chart]
+        chosen = [entry for entry in entries if chart in (entry.id, entry.group)]
         if not chosen:
             raise UnknownChart(f"no chart “{chart}” here")
     else:
@@ -691,26 +801,50 @@ def build_charts(sweep_id=None, run_ids=None, family=None, chart=None):
         chosen = [entry for entry in entries if entry.family == family]
         if family == OVERVIEW and entries:
             decode_samples(configs)
-    listed = defaultdict(list)
+    built = [_built(entry) for entry in chosen]
+    listed, counts = defaultdict(dict), defaultdict(int)
     for entry in entries:
         if entry.family != OVERVIEW:
-            listed[entry.family].append({"id": entry.id, "title": entry.title})
+            counts[entry.family] += 1
+            listed[entry.family].setdefault(entry.group, {"id": entry.group, "title": _group_title(entry)})
     return {
         "sweep": sweep_id,
         "legend": legend(),
         "configs": [config.identity() for config in configs],
-        "families": [{"id": key, "title": title, "at_once": len(listed[key]) <= FAMILY_AT_ONCE,
-                      "charts": listed[key]} for key, title in FAMILIES.items() if listed[key]],
+        "families": [{"id": key, "title": title, "at_once": counts[key] <= FAMILY_AT_ONCE,
+                      "charts": list(listed[key].values())} for key, title in FAMILIES.items() if listed[key]],
         "family": family if chart is None else None,
-        "charts": [{**entry.build(entry.id, entry.title), "family": entry.family} for entry in chosen],
+        "charts": [chart for chart in built if _drawable(chart)],
+        # Charts with nothing to draw (no value, no marker: an import without decode speeds,
+        # a sweep before its first point), named rather than drawn as empty axes.
+        "omitted": [{"id": chart["id"], "title": chart["title"]} for chart in built if not _drawable(chart)],
     }
+
+
+def _drawable(chart):
+    """Whether a chart has a value or a marker to draw."""
+    return any(
+        dataset["data"] if dataset["kind"] == "marker" else any(
+            (item.get("y") if isinstance(item, dict) else item) is not None for item in dataset["data"])
+        for dataset in chart["datasets"]
+    )
+
+
+def _group_title(entry):
+    return entry.title.removesuffix(f" · {entry.panel}") if entry.panel else entry.title
+
+
+def _built(entry):
+    """An entry's chart, with the group it is drawn in (a row of TP panels) and its panel."""
+    return {**entry.build(entry.id, entry.title), "family": entry.family, "group": entry.group,
+            "groupTitle": _group_title(entry), "panel": entry.panel}
 
 
 def every_chart(sweep_id=None, run_ids=None):
     """Every chart, overview and families, in page order (for tests and scripts: the page
     itself asks for a family when it is opened)."""
     configs = load(sweep_id=sweep_id, run_ids=run_ids)
-    return [{**entry.build(entry.id, entry.title), "family": entry.family} for entry in chart_entries(configs)]
+    return [_built(entry) for entry in chart_entries(configs)]
 
 
 def sweep_charts(sweep_id, family=None, chart=None):

@@ -88,3 +88,11 @@ def sweep_gantt(sweep):
         "ratio": makespan / ideal if ideal > 0 else None,
         "running": any(lease["released_at"] is None for lease in leases),
     }
+
+
+def gantt_section(sweep):
+    """What the sweep page's GPU chart needs (templates/runs/partials/gantt_section.html):
+    the gantt, or None, and the chart's height: title, axis and legend, then a row per GPU,
+    its plot at least 230 px tall."""
+    gantt = sweep_gantt(sweep)
+    return {"gantt": gantt, "gantt_height_px": 110 + max(230, 28 * (gantt["gpu_count"] if gantt else 0))}

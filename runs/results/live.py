@@ -91,6 +91,19 @@ def sweep_state(sweep):
         "counts_key": hashlib.sha1(key.encode()).hexdigest()[:16],
         "verdicts": verdict_counts(verdicts),
         "simulated_scales": sorted(scales),
+        "status_chart": status_chart(runs, counts),
+    }
+
+
+def status_chart(runs, counts):
+    """The sweep page's chart of each run's points by status (static/js/sweep_detail.js),
+    sent again by the live partial so that it moves as points land."""
+    return {
+        "labels": [run.config_label for run in runs],
+        "datasets": [
+            {"status": value, "label": str(label), "data": [run.status_counts.get(value, 0) for run in runs]}
+            for value, label in PointStatus.choices if value in counts
+        ],
     }
 
 

@@ -2,6 +2,7 @@
 a median's interval, a point's verdict reasons, a simulator's time scale, and what the server's
 own /metrics said of a point (a histogram bucket, a percentage)."""
 
+import json
 from decimal import ROUND_HALF_UP, Context, Decimal
 
 from django import template
@@ -70,3 +71,9 @@ def percent(share):
         return ""
     pct = share * 100
     return f"{pct:.1f} %" if abs(pct) < 10 and pct != 0 else f"{pct:.0f} %"
+
+
+@register.filter
+def tojson(value):
+    """A value as JSON text, for a data- attribute (autoescaping makes it safe there)."""
+    return json.dumps(value, separators=(",", ":"))

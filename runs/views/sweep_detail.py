@@ -18,7 +18,7 @@ from runs.models import PointStatus, Run
 from runs.results import live
 from runs.results import points_table as points_table_lib
 from runs.results.capacity import capacity_table
-from runs.results.gantt import sweep_gantt
+from runs.results.gantt import gantt_section
 from runs.results.charts import UnknownChart
 from runs.results.charts import sweep_charts as build_sweep_charts
 from runs.results.exports import export_response
@@ -40,7 +40,6 @@ def sweep_detail(request, sweep_id):
     sweep = get_object_or_404(Sweep.objects.select_related("host", "engine", "llm", "owner"), pk=sweep_id)
     state = live.sweep_state(sweep)
     runs = state["runs"]
-    gantt = sweep_gantt(sweep)
     return render(
         request,
         "runs/sweep_detail.html",
@@ -50,20 +49,13 @@ def sweep_detail(request, sweep_id):
             # Configurations ranked by goodput per GPU within the SLO; None without a search.
             "capacity": capacity_table(sweep.pk, sweep.spec),
             # Which GPUs each run held, when; None before any lease (or on a CPU host).
-            "gantt": gantt,
+            **gantt_section(sweep),
             "hosts": host_names(sweep.spec, sweep.host.name),
-            "gantt_height_px": 110 + 26 * (gantt["gpu_count"] if gantt else 0),  # title and axis, then a row per GPU
             "load_curves": has_load_curves(sweep.pk),
             # ?valid_only=1: the charts and the points table hide suspect and invalid points
             "valid_only": request.GET.get("valid_only") == "1",
-            "chart_height_px": 140 + 24 * len(runs),  # title, axis and legend, then a bar per run
-            "status_chart": {
-                "labels": [run.config_label for run in runs],
-                "datasets": [
-                    {"status": value, "label": label, "data": [run.status_counts.get(value, 0) for run in runs]}
-                    for value, label, _ in state["legend"]
-                ],
-            },
+            # title, axis and legend, then a bar per run, the plot at least 230 px tall
+            "chart_height_px": 110 + max(230, 22 * len(runs)),
         },
     )
 
@@ -73,9 +65,9 @@ def sweep_live_partial(request, sweep_id):
     """The sweep page's live parts, polled every 2 s by the page while the sweep is not
     finished (the poller it sends stops then). ``?seen=`` is the counts key the page has:
     when the points moved since, the HX-Trigger header tells the points table to reload."""
-    sweep = get_object_or_404(Sweep.objects.only("id", "status"), pk=sweep_id)
+    sweep = get_object_or_404(Sweep.objects.select_related("engine").only("id", "status", "engine__kind"), pk=sweep_id)
     state = live.sweep_state(sweep)
-    response = render(request, "runs/partials/sweep_live.html", state)
+    response = render(request, "runs/partials/sweep_live.html", {**state, **gantt_section(sweep)})
     if request.GET.get("seen", state["counts_key"]) != state["counts_key"]:
         response["HX-Trigger"] = POINTS_CHANGED
     return response

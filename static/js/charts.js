@@ -61,6 +61,8 @@
 
   // Value datasets with their items as objects ({x, y, ...evidence}); invalid items (and,
   // valid-only, suspect ones) taken out as null values; the invalid ones gathered as markers.
+  // Markers are drawn in a lane of their own under the plot ("no value"), a row per
+  // configuration, never on the value axis where they would read as values.
   function prepare(chart, validOnly) {
     const category = chart.x.type === "category";
     const invalid = [];
@@ -97,8 +99,60 @@
         pointStyle: INVALID_MARKER.pointStyle, pointRadius: 8, pointHoverRadius: 10, borderWidth: 2,
         backgroundColor: INVALID_MARKER.color, borderColor: INVALID_MARKER.color, showLine: false, order: -1 });
     }
+    // A lane row per configuration that has a marker, in the order of the value datasets.
+    const marked = new Set();
+    datasets.forEach(function (d) {
+      if (d.kind === "marker") d.data.forEach(function (item) { marked.add(item.series || item.config); });
+    });
+    const rows = [];
+    datasets.forEach(function (d) {
+      if (d.kind === "value" && marked.has(d.label) && rows.indexOf(d.label) < 0) rows.push(d.label);
+    });
+    marked.forEach(function (config) { if (rows.indexOf(config) < 0) rows.push(config); });
+    const rowOf = {};
+    rows.forEach(function (config, i) { rowOf[config] = i; });
+    datasets.forEach(function (d) {
+      if (d.kind !== "marker") { d.yAxisID = "y"; return; }
+      d.yAxisID = "lane";
+      d.pointRadius = 4;
+      d.pointHoverRadius = 6;
+      d.data = d.data.map(function (item) { return Object.assign({}, item, { y: rowOf[item.series || item.config] }); });
+    });
+    datasets.laneRows = rows.length;
     return datasets;
   }
+
+  // How many lane rows a chart needs (the panels of a group share the largest).
+  function laneRowsOf(chart, validOnly) { return prepare(chart, validOnly).laneRows; }
+
+  // Whether a chart has anything to draw: a value or a marker.
+  function drawable(chart) {
+    return chart.datasets.some(function (d) {
+      return d.kind === "marker" ? d.data.length > 0 : d.data.some(function (item) {
+        const y = item !== null && typeof item === "object" ? item.y : item;
+        return y !== null && y !== undefined;
+      });
+    });
+  }
+
+  // The lane under the plot: a pale band saying "no value", the markers in it.
+  const lanePlugin = {
+    id: "sweeplabLane",
+    beforeDatasetsDraw: function (instance) {
+      const lane = instance.scales.lane;
+      if (!lane) return;
+      const ctx = instance.ctx;
+      const area = instance.chartArea;
+      ctx.save();
+      ctx.fillStyle = "#f1f3f5";
+      ctx.fillRect(area.left, lane.top, area.right - area.left, lane.bottom - lane.top);
+      ctx.fillStyle = "#57606a";
+      ctx.font = "10px sans-serif";
+      ctx.textBaseline = "top";
+      ctx.fillText("no value (markers)", area.left + 4, lane.top + 2);
+      ctx.restore();
+    },
+  };
 
   function isSuspect(ctx) {
     return ctx.type === "data" && ctx.raw && ctx.raw.validity === "suspect";
@@ -247,46 +301,107 @@
     };
   }
 
-  // Legend swatches in the series' own colour (not a hatch of its first value).
-  function legendLabels(chartInstance) {
-    const items = window.Chart.defaults.plugins.legend.labels.generateLabels(chartInstance);
-    items.forEach(function (item) {
-      const d = chartInstance.data.datasets[item.datasetIndex];
-      if (d && d.kind !== "marker" && d.plainColor) {
-        item.fillStyle = d.plainColor;
-        item.strokeStyle = d.plainColor;
-      }
+  const LINE_STYLE = { borderWidth: 2, pointRadius: 3, fill: false, spanGaps: false };
+  const PLOT_PX = 250; // the value axis's share of a chart's height, in px
+  const LANE_ROW_PX = 11;
+  const FRAME_PX = 110; // title and x axis
+
+  // The legend of a chart, in HTML under its plot (so that it never eats the plot): its
+  // configurations grouped by method, a swatch per parameter value ("ddtree topk_cap=8 ·
+  // budget ■8 ■12 ■15"); other series (no configuration) a swatch each. A click on an item
+  // hides or shows that series in every chart of the group.
+  function seriesLegend(datasets, configs, onToggle) {
+    const box = text("div", "series-legend");
+    box.dataset.field = "series-legend";
+    const groups = [];
+    const byGroup = {};
+    datasets.forEach(function (d) {
+      if (d.kind !== "value" && d.kind !== undefined) return;
+      const identity = configs[d.label];
+      const key = identity && identity.legend ? identity.legend.group : "";
+      if (!(key in byGroup)) { byGroup[key] = []; groups.push(key); }
+      byGroup[key].push({ dataset: d, item: identity && identity.legend ? identity.legend.item : d.label });
     });
-    return items;
+    groups.forEach(function (key) {
+      const row = text("span", "series-legend-group");
+      if (key) row.appendChild(text("span", "series-legend-head", key));
+      byGroup[key].forEach(function (entry) {
+        const item = text("button", "series-legend-item");
+        item.type = "button";
+        item.title = entry.dataset.label + " (click to hide or show)";
+        item.dataset.series = entry.dataset.label;
+        const swatch = text("span", "chart-swatch");
+        swatch.style.background = entry.dataset.plainColor || entry.dataset.borderColor;
+        item.appendChild(swatch);
+        if (entry.item) item.appendChild(document.createTextNode(entry.item));
+        item.addEventListener("click", function () {
+          const hidden = item.classList.toggle("off");
+          item.setAttribute("aria-pressed", hidden ? "true" : "false");
+          onToggle(entry.dataset.label, hidden);
+        });
+        row.appendChild(item);
+      });
+      box.appendChild(row);
+    });
+    return box;
   }
 
-  const LINE_STYLE = { borderWidth: 2, pointRadius: 3, fill: false, spanGaps: false };
+  // "long-context 3000" as two lines ("3000" over "long-context") on the first category of
+  // its workload, the prompt length alone after it: seven categories fit a third of a page.
+  function tickLines(labels) {
+    let previous = null;
+    return labels.map(function (label) {
+      const m = /^(.*?) (\d+)( c\d+)?$/.exec(label);
+      if (!m) { previous = label; return label; }
+      const lines = [m[2] + (m[3] || "")];
+      if (m[1] !== previous) lines.push(m[1]);
+      previous = m[1];
+      return lines;
+    });
+  }
 
-  function render(chart, container, validOnly) {
+  // options: configs (config label -> identity, for the grouped legend), laneRows (the
+  // lane's height in rows, shared by a group's panels), group (the charts a legend click
+  // hides a series in).
+  function render(chart, container, validOnly, options) {
+    options = options || {};
     const reproducible = chart.datasets.some(function (d) {
       return d.data.some(function (item) { return item && (item.reproduce || item.reproduceNote); });
     });
     const holder = reproducible ? text("div", "chart-with-reproduce") : container;
     if (reproducible) container.appendChild(holder);
-    const box = text("div", "chart-box comparison-chart");
-    box.dataset.chart = chart.id;
+    const panel = text("div", "chart-box comparison-chart");
+    panel.dataset.chart = chart.id;
+    if (!drawable(chart)) {
+      panel.classList.add("chart-empty");
+      panel.appendChild(text("p", "chart-empty-title", chart.panel || chart.title));
+      panel.appendChild(text("p", "muted", "Nothing to draw yet: no point of this chart has a value or a failure."));
+      holder.appendChild(panel);
+      return null;
+    }
+    const prepared = prepare(chart, validOnly);
+    const laneRows = Math.max(prepared.laneRows, options.laneRows || 0);
+    const plotBox = text("div", "chart-canvas");
+    plotBox.style.height = (FRAME_PX + PLOT_PX + (laneRows ? laneRows * LANE_ROW_PX + 12 : 0)) + "px";
     const canvas = document.createElement("canvas");
     canvas.setAttribute("aria-label", chart.title);
     canvas.setAttribute("role", "img");
-    box.appendChild(canvas);
-    holder.appendChild(box);
+    plotBox.appendChild(canvas);
+    panel.appendChild(plotBox);
+    holder.appendChild(panel);
     const pin = reproducible ? reproduceBox(holder) : null;
     const category = chart.x.type === "category";
-    const prepared = prepare(chart, validOnly);
     const withIntervals = prepared.some(function (d) { return d.kind !== "marker" && d.data.some(hasInterval); });
     const datasets = prepared.map(function (d) { return d.kind === "marker" ? d : style(d, withIntervals); });
     let type = chart.type;
     if (withIntervals) type = chart.type === "line" ? "lineWithErrorBars" : "barWithErrorBars";
+    const ticks = category ? tickLines(chart.labels) : null;
     const scales = {
       x: {
         type: chart.x.type,
         title: { display: true, text: chart.x.label },
-        ticks: category ? { autoSkip: false, maxRotation: 45 } : {},
+        ticks: category ? { autoSkip: false, maxRotation: 45, font: { size: 11 },
+          callback: function (value, index) { return ticks[index]; } } : {},
       },
       y: {
         type: chart.y.type || "linear",
@@ -294,18 +409,39 @@
         title: { display: true, text: chart.y.label },
       },
     };
+    if (laneRows) { // the lane under the value axis: a stacked scale of its own (Chart.js stacks the first one lowest)
+      const valueAxis = Object.assign({}, scales.y, { stack: "plot", stackWeight: PLOT_PX });
+      delete scales.y;
+      scales.lane = { type: "linear", position: "left", stack: "plot", stackWeight: laneRows * LANE_ROW_PX + 12,
+        min: -0.8, max: laneRows - 0.2, reverse: true, grid: { display: false },
+        ticks: { display: false }, title: { display: false } };
+      scales.y = valueAxis;
+    }
     if (!category && chart.x.type === "linear") scales.x.ticks = { precision: 0 };
-    window.sweeplabCharts[chart.id] = new Chart(canvas, {
+    let legendBox = null;
+    // The legend sits under the plot and is never wider than it: aligned to the plot area
+    // at every layout (a resize included).
+    const alignLegend = {
+      id: "sweeplabAlignLegend",
+      afterLayout: function (chartInstance) {
+        if (!legendBox) return;
+        const area = chartInstance.chartArea;
+        legendBox.style.marginLeft = Math.round(area.left) + "px";
+        legendBox.style.maxWidth = Math.floor(area.right - area.left) + "px";
+      },
+    };
+    const instance = new Chart(canvas, {
       type: type,
       data: category ? { labels: chart.labels, datasets: datasets } : { datasets: datasets },
+      plugins: [lanePlugin, alignLegend],
       options: {
         maintainAspectRatio: false,
         animation: false,
         parsing: { xAxisKey: "x", yAxisKey: "y" },
         interaction: { mode: "nearest", intersect: true },
         plugins: {
-          title: { display: true, text: chart.title },
-          legend: { position: "bottom", labels: { usePointStyle: true, boxWidth: 10, generateLabels: legendLabels } },
+          title: { display: true, text: chart.panel || chart.title },
+          legend: { display: false },
           tooltip: {
             filter: function (item) { return item.dataset.kind !== "front"; },
             callbacks: tooltipCallbacks(chart),
@@ -313,16 +449,74 @@
           annotation: { annotations: annotationsOf(chart) },
         },
         scales: scales,
-        onClick: pin ? function (event, elements, instance) {
-          const hit = elements.map(function (e) { return instance.data.datasets[e.datasetIndex].data[e.index]; })
+        onClick: pin ? function (event, elements, chartInstance) {
+          const hit = elements.map(function (e) { return chartInstance.data.datasets[e.datasetIndex].data[e.index]; })
             .find(function (raw) { return raw && (raw.reproduce || raw.reproduceNote); });
           if (hit) pin(hit);
         } : undefined,
       },
     });
+    window.sweeplabCharts[chart.id] = instance;
+    const group = options.group || [instance];
+    if (options.group) options.group.push(instance);
+    legendBox = seriesLegend(datasets, options.configs || {}, function (label, hidden) {
+      group.forEach(function (other) {
+        other.data.datasets.forEach(function (d, i) { if (d.label === label) other.setDatasetVisibility(i, !hidden); });
+        other.update("none");
+      });
+    });
+    panel.appendChild(legendBox);
+    alignLegend.afterLayout(instance);
+    return instance;
+  }
+
+  // Charts in rows: the charts of one group (a chart's TP panels, or the accept-length
+  // charts of each workload) side by side under the group's title, with one lane height.
+  function renderAll(charts, container, validOnly, configs) {
+    let i = 0;
+    while (i < charts.length) {
+      const group = charts[i].group || ""; // charts without a group share a row too
+      let j = i;
+      while (j < charts.length && (charts[j].group || "") === group) j++;
+      const members = charts.slice(i, j);
+      const section = text("div", "chart-group");
+      section.dataset.group = group || charts[i].id;
+      if (members.some(function (c) { return c.panel; })) {
+        section.appendChild(text("h3", "chart-group-title", members[0].groupTitle));
+      }
+      const row = text("div", "chart-row");
+      section.appendChild(row);
+      container.appendChild(section);
+      const laneRows = Math.max.apply(null, members.map(function (c) { return laneRowsOf(c, validOnly); }));
+      const instances = [];
+      members.forEach(function (chart) {
+        render(chart, row, validOnly, { configs: configs, laneRows: laneRows, group: instances });
+      });
+      i = j;
+    }
+  }
+
+  function configsOf(data) {
+    const out = {};
+    (data.configs || []).forEach(function (c) { out[c.config] = c; });
+    return out;
+  }
+
+  // Drops the Chart.js instances drawn inside an element (before it is drawn again).
+  function destroyIn(element) {
+    Object.keys(window.sweeplabCharts).forEach(function (id) {
+      const instance = window.sweeplabCharts[id];
+      if (instance && instance.canvas && element.contains(instance.canvas)) {
+        instance.destroy();
+        delete window.sweeplabCharts[id];
+      }
+    });
   }
 
   window.sweeplab.renderChart = render;
+  window.sweeplab.renderCharts = renderAll;
+  window.sweeplab.configsOf = configsOf;
+  window.sweeplab.destroyChartsIn = destroyIn;
   window.sweeplab.chartLegend = legendBox;
   window.sweeplab.INVALID_MARKER = INVALID_MARKER;
   window.sweeplab.SUSPECT_ENTRY = SUSPECT_ENTRY;
@@ -337,17 +531,24 @@
     return window.sweeplab.getJSON(url);
   }
 
+  // The configurations of the last answer (config label -> identity), for the legends.
+  let configs = {};
+
   // Fetch (param=value) into container when details is first opened; details gets
-  // data-ready=true once its charts are drawn.
+  // data-ready=true once its charts are drawn. Returns what draws it again (live), which
+  // does nothing while it has not been opened.
   function onFirstOpen(details, container, param, value) {
-    details.addEventListener("toggle", function () {
-      if (!details.open || details.dataset.loading) return;
-      details.dataset.loading = "true";
-      container.appendChild(text("p", "muted", "Loading charts…"));
-      get(param, value)
+    function load(again) {
+      if (!again) container.appendChild(text("p", "muted", "Loading charts…"));
+      return get(param, value)
         .then(function (data) {
+          destroyIn(container);
           container.textContent = "";
-          data.charts.forEach(function (chart) { render(chart, container, validOnly); });
+          renderAll(data.charts, container, validOnly, configsOf(data));
+          if (data.omitted && data.omitted.length) {
+            container.appendChild(text("p", "muted chart-omitted", "Nothing to draw yet for: " +
+              data.omitted.map(function (c) { return c.title; }).join("; ") + "."));
+          }
           details.dataset.ready = "true";
         })
         .catch(function (error) {
@@ -355,8 +556,16 @@
           container.appendChild(text("p", "error", "Charts could not be loaded: " + error.message));
           delete details.dataset.loading; // closing and opening again retries
         });
+    }
+    details.addEventListener("toggle", function () {
+      if (!details.open || details.dataset.loading) return;
+      details.dataset.loading = "true";
+      load(false);
     });
+    return function () { return details.dataset.ready ? load(true) : Promise.resolve(); };
   }
+
+  let refreshOpen = []; // what draws each opened family (or chart) again
 
   function familyBox(family) {
     const details = text("details", "chart-family");
@@ -366,39 +575,89 @@
     const container = text("div", "chart-family-charts");
     details.appendChild(container);
     if (family.at_once) {
-      onFirstOpen(details, container, "family", family.id);
+      refreshOpen.push(onFirstOpen(details, container, "family", family.id));
       return details;
     }
-    // Too many to draw at once: a <details> per chart, fetched when opened.
+    // Too many to draw at once: a <details> per chart (a group of TP panels), fetched when opened.
     family.charts.forEach(function (entry) {
       const one = text("details", "chart-one");
       one.dataset.chart = entry.id;
       one.appendChild(text("summary", "", entry.title));
       const box = text("div", "chart-family-charts");
       one.appendChild(box);
-      onFirstOpen(one, box, "chart", entry.id);
+      refreshOpen.push(onFirstOpen(one, box, "chart", entry.id));
       container.appendChild(one);
     });
     details.addEventListener("toggle", function () { if (details.open) details.dataset.ready = "true"; });
     return details;
   }
 
-  get()
-    .then(function (data) {
-      root.textContent = "";
-      if (!data.charts.length && !data.families.length) {
-        root.appendChild(text("p", "muted", "No measured points yet."));
-        return;
-      }
+  const overview = text("div", "chart-overview");
+  const familiesBox = text("div", "chart-families");
+  let familyKey = null; // the families listed: drawn again only when they change
+
+  // The overview drawn (again), the families listed (again when their list changed).
+  function draw(data) {
+    configs = configsOf(data);
+    destroyIn(overview);
+    overview.textContent = "";
+    if (!data.charts.length && !data.families.length && !(data.omitted || []).length) {
+      overview.appendChild(text("p", "muted", "No measured points yet."));
+    } else {
       const legend = data.legend.slice();
       if (!validOnly) {
         if (!legend.some(function (e) { return e.status === "invalid"; })) legend.push(INVALID_MARKER);
         legend.push(SUSPECT_ENTRY);
       }
-      root.appendChild(legendBox(legend));
-      data.charts.forEach(function (chart) { render(chart, root, validOnly); });
-      data.families.forEach(function (family) { root.appendChild(familyBox(family)); });
+      overview.appendChild(legendBox(legend));
+      renderAll(data.charts, overview, validOnly, configs);
+    }
+    if (data.omitted && data.omitted.length) {
+      const note = text("p", "muted chart-omitted", "Not drawn, no point has a value or a failure for them yet: " +
+        data.omitted.map(function (c) { return c.title; }).join("; ") + ".");
+      note.dataset.field = "charts-omitted";
+      overview.appendChild(note);
+    }
+    const key = JSON.stringify(data.families);
+    if (key !== familyKey) {
+      familyKey = key;
+      destroyIn(familiesBox);
+      familiesBox.textContent = "";
+      refreshOpen = [];
+      data.families.forEach(function (family) { familiesBox.appendChild(familyBox(family)); });
+    }
+  }
+
+  let inFlight = null;
+  let again = false;
+  // Draws the charts again from a fresh answer: the page's live poll says when its points
+  // changed ("points-changed"); one fetch at a time, the last change not lost.
+  function refresh() {
+    if (inFlight) { again = true; return; }
+    inFlight = get()
+      .then(function (data) {
+        draw(data);
+        return Promise.all(refreshOpen.map(function (redraw) { return redraw(); }));
+      })
+      .catch(function (error) {
+        overview.textContent = "";
+        overview.appendChild(text("p", "error", "Charts could not be loaded: " + error.message));
+      })
+      .then(function () {
+        inFlight = null;
+        root.dataset.version = String(Number(root.dataset.version || 0) + 1);
+        if (again) { again = false; refresh(); }
+      });
+  }
+
+  get()
+    .then(function (data) {
+      root.textContent = "";
+      root.appendChild(overview);
+      root.appendChild(familiesBox);
+      draw(data);
       root.dataset.ready = "true";
+      document.body.addEventListener("points-changed", refresh);
     })
     .catch(function (error) {
       root.textContent = "";

@@ -1,12 +1,41 @@
 // Sweep detail: which GPUs each run held over time (runs/results/gantt.py), one row per
 // GPU, one floating bar per lease; the runs told apart by colour, the GPUs a server ran on
-// solid and those only held (an exclusive run holds the whole host) pale.
+// solid and those only held (an exclusive run holds the whole host) pale; each bar marked with
+// its run's number, its configuration in the tooltip (a legend of 23 runs ate the plot). The
+// live partial sends the section again: a new canvas is drawn again.
 (function () {
   "use strict";
-  const source = document.getElementById("gantt-data");
+  if (!window.Chart) return;
+  let drawn = null;
+
+  // The run's number inside each bar wide enough for it.
+  const runNumbers = {
+    id: "ganttRunNumbers",
+    afterDatasetsDraw: function (instance) {
+      const ctx = instance.ctx;
+      ctx.save();
+      ctx.font = "10px sans-serif";
+      ctx.fillStyle = "#fff";
+      ctx.textAlign = "center";
+      ctx.textBaseline = "middle";
+      instance.data.datasets.forEach(function (d, i) {
+        instance.getDatasetMeta(i).data.forEach(function (bar, j) {
+          const raw = d.data[j];
+          const label = String(raw.bar.run);
+          const length = Math.abs(bar.x - bar.base); // a horizontal bar runs from base to x
+          if (length > ctx.measureText(label).width + 6) ctx.fillText(label, (bar.x + bar.base) / 2, bar.y);
+        });
+      });
+      ctx.restore();
+    },
+  };
+
+  function draw() {
   const canvas = document.getElementById("gantt-chart");
-  if (!source || !canvas || !window.Chart) return;
-  const gantt = JSON.parse(source.textContent);
+  if (!canvas || canvas === drawn) return;
+  if (window.sweeplabCharts.gantt) window.sweeplabCharts.gantt.destroy();
+  drawn = canvas;
+  const gantt = JSON.parse(canvas.dataset.chart);
   const palette = ["#3366cc", "#dc3912", "#ff9900", "#109618", "#990099", "#0099c6", "#dd4477", "#66aa00",
                    "#b82e2e", "#316395", "#994499", "#22aa99", "#aaaa11", "#6633cc", "#e67300", "#8b0707"];
   const runs = [];
@@ -36,10 +65,10 @@
       grouped: false,
     };
   });
-  window.sweeplabCharts = window.sweeplabCharts || {};
   window.sweeplabCharts.gantt = new Chart(canvas, {
     type: "bar",
     data: { labels: labels, datasets: datasets },
+    plugins: [runNumbers],
     options: {
       indexAxis: "y",
       maintainAspectRatio: false,
@@ -47,7 +76,7 @@
       parsing: { xAxisKey: "x", yAxisKey: "y" },
       plugins: {
         title: { display: true, text: "GPUs of " + gantt.host + " held by each run" },
-        legend: { position: "bottom", labels: { boxWidth: 12, font: { size: 11 } } },
+        legend: { display: false },
         tooltip: {
           callbacks: {
             label: function (ctx) {
@@ -65,4 +94,8 @@
       },
     },
   });
+  }
+
+  draw();
+  document.addEventListener("htmx:afterSettle", draw);
 })();

@@ -52,7 +52,7 @@ The mapping (docs/metrics.md defines our fields; README "Importing results" has 
 Points and runs
 ---------------
 A point's workload is the file's dataset name (``dataset_name``; vLLM writes none unless
-``--metadata dataset_name=...``: then ``unspecified``); random-token datasets are
+``--metadata dataset_name=...``: then ``unnamed-dataset``); random-token datasets are
 *synthetic* workloads whose ``prompt_tokens`` is the target input length, others are
 *dataset* workloads without one.  ``concurrency`` is ``max_concurrency`` when the run set
 one, else ``num_prompts`` (every request may be in flight; ``extra.concurrency_unbounded``).

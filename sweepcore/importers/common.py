@@ -18,7 +18,7 @@ SYNTHETIC_DATASETS = {
     "random", "random-ids", "random-mm", "random-image", "image", "random-rerank",
     "generated-shared-prefix", "prefix_repetition",
 }
-UNSPECIFIED_DATASET = "unspecified"
+UNSPECIFIED_DATASET = "unnamed-dataset"  # the file did not name its dataset: a chart category says so
 ERROR_KIND = "imported_error"
 
 class ImportRefused(ValueError):

@@ -110,7 +110,7 @@ def test_vllm_without_details_or_dataset_name():
     raw["max_concurrency"] = None
     p = importers.parse("plain.json", json.dumps(raw)).points[0]
     assert p.requests == [] and "decode_tok_s" not in p.metrics
-    assert p.workload == "unspecified" and p.workload_kind == "dataset" and p.prompt_tokens is None
+    assert p.workload == "unnamed-dataset" and p.workload_kind == "dataset" and p.prompt_tokens is None
     # Open loop: the rate is a setting of the point and of its run's parameters.
     assert p.request_rate == 4.0 and p.params == {"request_rate": 4.0}
     assert p.concurrency == 5 and p.extra["concurrency_unbounded"] is True

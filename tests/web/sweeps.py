@@ -49,7 +49,26 @@ def add_run(sweep, position, method, params, tp, statuses=None, speed=100.0, con
 
 
 def charts_by_id(data):
-    return {chart["id"]: chart for chart in data["charts"]}
+    """The charts of an answer by id, and each group of TP panels (``decode_tok_s@TP1``,
+    ``decode_tok_s@TP4``) also under its group id (``decode_tok_s``) as one chart: the
+    panels' value datasets in TP order, their markers joined per status."""
+    charts = {chart["id"]: chart for chart in data["charts"]}
+    groups = {}
+    for chart in data["charts"]:
+        if chart.get("panel"):
+            groups.setdefault(chart["group"], []).append(chart)
+    for group, panels in groups.items():
+        merged = {**panels[0], "id": group, "title": panels[0]["groupTitle"], "panel": None, "datasets": []}
+        markers = {}
+        for panel in panels:
+            for dataset in panel["datasets"]:
+                if dataset["kind"] == "marker":
+                    markers.setdefault(dataset["status"], {**dataset, "data": []})["data"].extend(dataset["data"])
+                else:
+                    merged["datasets"].append(dataset)
+        merged["datasets"].extend(markers.values())
+        charts[group] = merged
+    return charts
 
 
 def values(chart):

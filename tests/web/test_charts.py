@@ -5,7 +5,9 @@ from django.urls import reverse
 
 from runs.models import Point, Run
 from runs.results.charts import (
+    BASELINE_COLOUR,
     FAMILIES,
+    PALETTE,
     MARKER_STATUSES,
     UnknownChart,
     build_charts,
@@ -45,10 +47,19 @@ def family(sweep_id, name):
 def test_the_chart_list(sweep):
     data = sweep_charts(sweep.pk)
     # The overview is sent; the other families are listed, ids and titles, to be fetched.
+    # With several TPs a configuration chart is drawn once per TP (small multiples), each
+    # panel in the group it shares with the others.
     assert data["family"] == "overview"
     assert [c["id"] for c in data["charts"]] == [
-        "decode_tok_s", "speedup", "accept_length:fibonacci", "accept_length:long-context"]
+        "decode_tok_s@TP1", "decode_tok_s@TP4", "speedup@TP1", "speedup@TP4",
+        "accept_length:fibonacci", "accept_length:long-context"]
+    assert [(c["group"], c["panel"]) for c in data["charts"]] == [
+        ("decode_tok_s", "TP1"), ("decode_tok_s", "TP4"), ("speedup", "TP1"), ("speedup", "TP4"),
+        ("accept_length", None), ("accept_length", None)]
+    assert data["charts"][0]["groupTitle"] == "Decode speed per configuration"
+    assert data["charts"][0]["title"] == "Decode speed per configuration · TP1"
     assert {c["family"] for c in data["charts"]} == {"overview"}
+    # A family lists its groups: the page asks for a group (all its panels) at once.
     listed = {f["id"]: [c["id"] for c in f["charts"]] for f in data["families"]}
     assert listed == {
         "prompt_length": ["decode_vs_prompt:long-context", "ttft_vs_prompt:long-context"],
@@ -56,23 +67,65 @@ def test_the_chart_list(sweep):
     }
     assert [f["title"] for f in data["families"]] == [FAMILIES["prompt_length"], FAMILIES["latency"]]
     assert all(f["at_once"] for f in data["families"])  # small families: the page fetches them whole
-    # Nothing is hidden: every chart is in the overview or in a listed family, with the
-    # title it is listed under, and the family answer holds exactly the listed charts.
+    # Nothing is hidden: every chart is in the overview or in a listed family, under the
+    # group it is listed as, and the family answer holds exactly the listed groups' panels.
     everything = every_chart(sweep_id=sweep.pk)
     assert [c["id"] for c in everything] == [
-        "decode_tok_s", "speedup", "decode_vs_prompt:long-context", "ttft_vs_prompt:long-context",
-        "latency:fibonacci", "latency:long-context 3000", "latency:long-context 8000",
+        "decode_tok_s@TP1", "decode_tok_s@TP4", "speedup@TP1", "speedup@TP4",
+        "decode_vs_prompt:long-context@TP1", "decode_vs_prompt:long-context@TP4",
+        "ttft_vs_prompt:long-context@TP1", "ttft_vs_prompt:long-context@TP4",
+        "latency:fibonacci@TP1", "latency:fibonacci@TP4", "latency:long-context 3000@TP1",
+        "latency:long-context 3000@TP4", "latency:long-context 8000@TP1", "latency:long-context 8000@TP4",
         "accept_length:fibonacci", "accept_length:long-context",
     ]
     for entry in data["families"]:
         fetched = sweep_charts(sweep.pk, family=entry["id"])
         assert fetched["family"] == entry["id"]
-        assert [{"id": c["id"], "title": c["title"]} for c in fetched["charts"]] == entry["charts"]
+        assert list(dict.fromkeys(c["group"] for c in fetched["charts"])) == [c["id"] for c in entry["charts"]]
+        assert {c["groupTitle"] for c in fetched["charts"]} == {c["title"] for c in entry["charts"]}
     for chart in everything:
         assert chart["title"] and chart["x"]["label"] and chart["y"]["label"]
         assert any(unit in chart["y"]["label"] for unit in ("tok/s", "ms", "tokens", "×"))
     # One concurrency level only: no throughput-against-concurrency chart.
     assert not any(c["id"].startswith("throughput_vs_concurrency") for c in everything)
+
+
+def test_a_panel_holds_the_configurations_of_its_tp_only(sweep):
+    charts = charts_by_id(sweep_charts(sweep.pk))
+    assert list(values(charts["decode_tok_s@TP1"])) == ["autoregressive TP1", "dflash block_size=16 TP1"]
+    assert list(values(charts["decode_tok_s@TP4"])) == [
+        "autoregressive TP4", "ddtree budget=8 topk_cap=8 TP4", "ddtree budget=15 topk_cap=8 TP4",
+        "ddtree budget=32 topk_cap=8 TP4"]
+    # The same x categories in every panel, so that they read alike.
+    assert charts["decode_tok_s@TP1"]["labels"] == charts["decode_tok_s@TP4"]["labels"]
+    # Markers go with their panel.
+    tp1 = {m["config"] for d in charts["decode_tok_s@TP1"]["datasets"] if d["kind"] == "marker" for m in d["data"]}
+    assert tp1 == set()
+    tp4 = {m["config"] for d in charts["decode_tok_s@TP4"]["datasets"] if d["kind"] == "marker" for m in d["data"]}
+    assert tp4 == {"autoregressive TP4", "ddtree budget=8 topk_cap=8 TP4", "ddtree budget=15 topk_cap=8 TP4"}
+
+
+def test_one_tp_draws_one_chart_under_its_own_id(catalog):
+    sweep = make_sweep()
+    add_run(sweep, 0, "autoregressive", {}, 1, speed=30.0)
+    add_run(sweep, 1, "dflash", {"block_size": 16}, 1, speed=70.0)
+    data = sweep_charts(sweep.pk)
+    assert [(c["id"], c["group"], c["panel"]) for c in data["charts"]] == [
+        ("decode_tok_s", "decode_tok_s", None), ("speedup", "speedup", None)]
+    # No point has an accept length: those charts are named as not drawn, not sent as empty axes.
+    assert [c["id"] for c in data["omitted"]] == ["accept_length:fibonacci", "accept_length:long-context"]
+
+
+def test_a_chart_with_nothing_to_draw_is_named_not_drawn(catalog):
+    sweep = make_sweep()
+    # Imported results without decode speeds (a vLLM summary has none): no decode chart.
+    add_run(sweep, 0, "autoregressive", {}, 1, speed=30.0)
+    Point.objects.filter(run__sweep=sweep).update(decode_tok_s=None)
+    data = sweep_charts(sweep.pk)
+    assert [c["id"] for c in data["charts"]] == []
+    assert data["omitted"] == [{"id": "decode_tok_s", "title": "Decode speed per configuration"}]
+    # The latency family still has its values.
+    assert values(family(sweep.pk, "latency")["latency:fibonacci"])["autoregressive TP1"] == [33.33, 50.0, 30.0, 66.67]
 
 
 def test_one_chart_or_one_family_on_demand_is_the_same_chart(sweep):
@@ -90,6 +143,9 @@ def test_one_chart_or_one_family_on_demand_is_the_same_chart(sweep):
 def test_a_family_of_many_charts_is_opened_one_chart_at_a_time(sweep, monkeypatch):
     monkeypatch.setattr("runs.results.charts.FAMILY_AT_ONCE", 2)
     at_once = {f["id"]: f["at_once"] for f in sweep_charts(sweep.pk)["families"]}
+    assert at_once == {"prompt_length": False, "latency": False}  # 4 and 6 panels
+    monkeypatch.setattr("runs.results.charts.FAMILY_AT_ONCE", 4)
+    at_once = {f["id"]: f["at_once"] for f in sweep_charts(sweep.pk)["families"]}
     assert at_once == {"prompt_length": True, "latency": False}
 
 
@@ -101,7 +157,11 @@ def test_configurations_are_described_once(sweep):
         "config": "ddtree budget=15 topk_cap=8 TP4", "method": "ddtree", "tp": 4,
         "params": {"budget": 15, "topk_cap": 8}, "run": run.pk, "sweep": sweep.pk,
         "color": configs["ddtree budget=15 topk_cap=8 TP4"]["color"],
+        # Its place in the legend: grouped by method, the shared parameters named once.
+        "legend": {"group": "ddtree topk_cap=8 · budget", "item": "15"},
     }
+    assert configs["dflash block_size=16 TP1"]["legend"] == {"group": "dflash block_size=16", "item": ""}
+    assert configs["autoregressive TP4"]["legend"] == {"group": "autoregressive", "item": ""}
     # A configuration's datasets carry its label and colours, not its identity again.
     for chart in every_chart(sweep_id=sweep.pk):
         for dataset in chart["datasets"]:
@@ -127,8 +187,8 @@ def test_decode_bars_per_configuration_with_failures_as_markers(sweep):
     assert chart["type"] == "bar"
     assert chart["labels"] == ["fibonacci", "long-context 3000", "long-context 8000"]
     bars = values(chart)
-    assert list(bars) == [
-        "autoregressive TP1", "autoregressive TP4", "dflash block_size=16 TP1",
+    assert list(bars) == [  # the TP1 panel's, then the TP4 panel's
+        "autoregressive TP1", "dflash block_size=16 TP1", "autoregressive TP4",
         "ddtree budget=8 topk_cap=8 TP4", "ddtree budget=15 topk_cap=8 TP4", "ddtree budget=32 topk_cap=8 TP4",
     ]
     assert bars["autoregressive TP1"] == [50.0, 45.0, 40.0]
@@ -219,7 +279,7 @@ def test_accept_length_against_the_speculative_parameter(sweep):
     assert {(m["x"], m["status"]) for ms in markers(chart).values() for m in ms} == {(8, "not_run")}
 
 
-def test_colours_are_consistent_per_configuration_and_method(sweep):
+def test_colours_are_consistent_per_configuration_and_told_apart_per_parameter_value(sweep):
     colours = {}
     configs = {c["config"] for c in sweep_charts(sweep.pk)["configs"]}
     for chart in every_chart(sweep_id=sweep.pk):
@@ -228,10 +288,17 @@ def test_colours_are_consistent_per_configuration_and_method(sweep):
                 colours.setdefault(dataset["label"], set()).add(dataset["backgroundColor"])
     assert set(colours) == configs
     assert all(len(found) == 1 for found in colours.values())
-    hues = {config: next(iter(found)).split(",")[0] for config, found in colours.items()}
-    assert hues["ddtree budget=8 topk_cap=8 TP4"] == hues["ddtree budget=32 topk_cap=8 TP4"]
-    assert hues["ddtree budget=8 topk_cap=8 TP4"] != hues["dflash block_size=16 TP1"]
-    assert colours["ddtree budget=8 topk_cap=8 TP4"] != colours["ddtree budget=32 topk_cap=8 TP4"]
+    colour = {config: next(iter(found)) for config, found in colours.items()}
+    # The same method and parameters at another TP: the same colour, so that the panels read alike.
+    assert colour["autoregressive TP1"] == colour["autoregressive TP4"] == BASELINE_COLOUR
+    # Every parameter value of a method, and every method, a colour of its own from the palette.
+    others = [colour[c] for c in ("dflash block_size=16 TP1", "ddtree budget=8 topk_cap=8 TP4",
+                                  "ddtree budget=15 topk_cap=8 TP4", "ddtree budget=32 topk_cap=8 TP4")]
+    assert others == list(PALETTE[:4])
+
+
+def test_the_palette_holds_twenty_distinct_colours():
+    assert len(set(PALETTE)) == len(PALETTE) == 20 and BASELINE_COLOUR not in PALETTE
 
 
 def test_throughput_against_concurrency_when_several_levels(catalog):
@@ -337,8 +404,11 @@ def test_the_view_answers_404_for_an_unknown_family_or_chart(viewer, sweep, clie
     assert response.status_code == 404 and "no chart family “nope”" in response.json()["error"]
     response = client.get(url, {"chart": "latency:nowhere"})
     assert response.status_code == 404 and response.json() == {"error": "no chart “latency:nowhere” here"}
+    # A group id answers all its TP panels; a panel id, that panel.
     response = client.get(url, {"chart": "latency:fibonacci"})
-    assert [c["id"] for c in response.json()["charts"]] == ["latency:fibonacci"]
+    assert [c["id"] for c in response.json()["charts"]] == ["latency:fibonacci@TP1", "latency:fibonacci@TP4"]
+    response = client.get(url, {"chart": "latency:fibonacci@TP4"})
+    assert [c["id"] for c in response.json()["charts"]] == ["latency:fibonacci@TP4"]
 
 
 def test_the_view_requires_login(viewer, sweep, client):

@@ -92,8 +92,11 @@ def test_the_sweep_page_draws_it_only_once_gpus_were_leased(catalog, viewer, cli
     assert 'data-field="gantt"' not in client.get(url).content.decode()
     lease(run, [0, 1, 2, 3], 0, 30, timezone.now() - timedelta(minutes=1))
     html = client.get(url).content.decode()
-    assert 'data-field="gantt"' in html and 'id="gantt-data"' in html and "js/gantt.js" in html
+    assert 'data-field="gantt"' in html and 'id="gantt-chart"' in html and "data-chart=" in html and "js/gantt.js" in html
     assert "Makespan 30 s against an ideal of 15 s (<strong>2.00×</strong>)" in html
+    # The live partial sends the section again, so that the chart grows while the sweep runs.
+    sent = client.get(reverse("sweep-live-partial", args=[sweep.pk])).content.decode()
+    assert '<div id="gantt-section" hx-swap-oob="true">' in sent and "Makespan 30 s" in sent
 
 
 def test_a_point_measured_beside_another_run_says_so_in_the_drawer(catalog, viewer, client):

@@ -2,6 +2,8 @@
 table and the run drawer. Each is the template the page itself includes, needs the page's
 role, escapes what it shows, and stops polling when the sweep is finished."""
 
+import html as html_lib
+import json
 import re
 from datetime import timedelta
 
@@ -58,7 +60,7 @@ def test_the_live_partial_sends_the_same_run_rows_the_page_shows(sweep, viewer, 
     assert run_rows(sent) == page and len(page) == 3
     # Out of band, by id, inside a <template> (a <tbody> cannot stand alone in a fragment).
     template = sent[sent.index("<template>"):sent.index("</template>")]
-    assert run_rows(template) == page and sent.count(' hx-swap-oob="true"') == 3 + 5  # rows, status, actions, bar, legend, verdicts
+    assert run_rows(template) == page and sent.count(' hx-swap-oob="true"') == 3 + 7  # rows, status, actions, bar, legend, verdicts, status chart, gantt
     crashed = Run.objects.get(sweep=sweep, position=1)
     row = page[crashed.pk]
     assert '<span class="badge r-crashed" data-field="status">Crashed</span>' in row
@@ -120,12 +122,13 @@ def test_the_points_table_reloads_only_when_points_changed(sweep, viewer, client
 def test_the_live_partial_uses_a_constant_number_of_queries(sweep, viewer, client, django_assert_num_queries):
     client.force_login(viewer)
     live(client, sweep)  # warm the session
-    # Session, user, the sweep, its runs, point counts per run and status, two for permissions.
-    with django_assert_num_queries(7):
+    # Session, user, the sweep, its runs, point counts per run and status, its GPU leases,
+    # two for permissions.
+    with django_assert_num_queries(8):
         live(client, sweep)
     for position in range(3, 30):
         add_run(sweep, position, "ddtree", {"budget": 100 + position, "topk_cap": 8}, 4)
-    with django_assert_num_queries(7):
+    with django_assert_num_queries(8):
         assert len(run_rows(live(client, sweep).content.decode())) == 30
 
 
@@ -303,3 +306,22 @@ def test_the_partials_need_a_role(sweep, client, make_user):
         assert client.get(url).status_code == 200, url
     assert client.get(reverse("sweep-live-partial", args=[sweep.pk + 100])).status_code == 404
     assert client.get(reverse("run-drawer-partial", args=[run.pk + 100])).status_code == 404
+
+
+def status_chart_sent(html):
+    found = re.search(r'<div id="status-chart-data" hidden data-field="status-chart-data" data-chart="([^"]*)"', html)
+    return json.loads(html_lib.unescape(found.group(1)))
+
+
+def test_the_live_partial_sends_the_status_chart_again_as_points_land(sweep, viewer, client):
+    client.force_login(viewer)
+    page = status_chart_sent(client.get(reverse("sweep-detail", args=[sweep.pk])).content.decode())
+    sent = status_chart_sent(live(client, sweep).content.decode())
+    assert sent == page and len(sent["labels"]) == 3
+    before = {d["status"]: d["data"] for d in sent["datasets"]}
+    # A point of the first run lands as crashed: the chart the partial sends moves with it.
+    point = Point.objects.filter(run__sweep=sweep, run__position=0, status=PointStatus.OK).order_by("position").first()
+    Point.objects.filter(pk=point.pk).update(status=PointStatus.CRASHED, reason="died")
+    after = {d["status"]: d["data"] for d in status_chart_sent(live(client, sweep).content.decode())["datasets"]}
+    assert after["ok"][0] == before["ok"][0] - 1
+    assert after["crashed"][0] == before.get("crashed", [0, 0, 0])[0] + 1

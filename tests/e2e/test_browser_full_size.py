@@ -1,0 +1,140 @@
+"""The sweep page at real size, in a real browser (issue 18): the seed's example spec
+(examples/qwen3.6-27b-sm120.yaml: 23 configurations, 161 points) measured by a real worker
+on simengine, watched live at 1440x900, then read when it is done. Saves the README's
+full-size screenshots (`make screenshots`)."""
+
+import pytest
+
+from benchmarks.models import Engine
+from runs.lifecycle import create_sweep, launch_sweep
+from runs.management.commands.demo import EXAMPLES, demo_spec
+from tests.e2e.processes import celery_worker
+from tests.e2e.test_browser import browser, doc_shot, log_in, shot  # noqa: F401 (browser: a fixture)
+
+pytestmark = [pytest.mark.slow, pytest.mark.one_pass]
+
+HOST = "sim-8x-rtxpro6000"
+VIEWPORT = {"width": 1440, "height": 900}
+# The example as it is (its methods, TPs, workloads, prompt lengths and exclusion: 23 runs,
+# 161 points), with fewer and shorter requests per point so that it runs in minutes.
+FAST = {
+    "name": "qwen3.6-27b-sm120-full-size",
+    "max_new_tokens": 32,
+    "until_stable": {"metric": "decode_tok_s", "rel_ci": 0.05, "min_requests": 5, "max_requests": 6},
+}
+# A small sweep on the same host, launched after it: it waits behind it.
+BEHIND = {"name": "queued-behind", "methods": ["autoregressive"], "tp": [1], "workloads": ["fibonacci"],
+          "max_new_tokens": 16, "until_stable": None, "requests_per_point": 5}
+
+# Every Chart.js instance on the page: its plot (the value axis where the chart has a
+# marker lane under it), and its legend's box: the HTML legend under a comparison chart,
+# or the Chart.js legend's items (the status chart).
+MEASURE = """() => Object.entries(window.sweeplabCharts).map(([id, c]) => {
+  const area = c.chartArea;
+  const plot = {w: area.right - area.left, h: c.scales.lane ? c.scales.y.height : area.bottom - area.top};
+  let legend = null;
+  const html = c.canvas.closest('.comparison-chart');
+  const box = html && html.querySelector('[data-field=series-legend]');
+  if (box) {
+    const r = box.getBoundingClientRect();
+    legend = {w: r.width, h: r.height};
+  } else if (c.legend && c.options.plugins.legend.display !== false && c.legend.legendHitBoxes.length) {
+    const boxes = c.legend.legendHitBoxes;
+    const left = Math.min(...boxes.map(b => b.left)), right = Math.max(...boxes.map(b => b.left + b.width));
+    legend = {w: right - left, h: c.legend.height};
+  }
+  return {id, plot, legend};
+})"""
+
+
+@pytest.fixture
+def operator(catalog, roles, make_user):
+    """olga, an operator, and the simulated engine at 1/20 of real time."""
+    engine = Engine.objects.get(name="sglang-sim")
+    engine.argv_template = engine.argv_template + ["--time-scale", "0.05"]
+    engine.readiness_timeout_s = 60
+    engine.save()
+    return make_user("olga", "operator")
+
+
+def test_the_example_sweep_at_full_size_reads_at_a_glance_and_moves_live(browser, operator, live_server, tmp_path):
+    spec = demo_spec(EXAMPLES / "qwen3.6-27b-sm120.yaml", {**FAST, "engine": "sglang-sim"})
+    sweep, plan = create_sweep(spec)
+    assert (plan.totals["runs"], plan.totals["points"]) == (23, 161)
+    behind, _ = create_sweep(demo_spec(EXAMPLES / "qwen3.6-27b-sm120.yaml", {**BEHIND, "engine": "sglang-sim"}))
+    launch_sweep(sweep)
+    launch_sweep(behind)
+
+    page = browser.new_page(viewport=VIEWPORT)
+    errors = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    log_in(page, live_server, "olga", "pw-olga-12345")
+    url = f"{live_server.url}{sweep.get_absolute_url()}"
+    page.goto(url)
+    page.wait_for_selector("#comparison-charts[data-ready=true]")
+    page.evaluate("window.__notReloaded = true")
+    status_before = page.evaluate("JSON.stringify(window.sweeplabCharts.status.data.datasets.map(d => d.data))")
+
+    with celery_worker([f"host.{HOST}"], tmp_path / "worker.log", concurrency=8):
+        # The sweep queued behind it names what it waits for.
+        other = browser.new_page(viewport=VIEWPORT)
+        log_in(other, live_server, "olga", "pw-olga-12345")
+        other.goto(f"{live_server.url}{behind.get_absolute_url()}")
+        waiting = other.wait_for_selector("[data-field=waiting]")
+        assert f"#{sweep.pk}" in waiting.inner_text() and HOST in waiting.inner_text()
+        shot(other, "sweep-queued-behind")
+        doc_shot(other, "sweep-queued-behind")
+        other.close()
+
+        # While it runs, the status chart and the decode chart move without a reload.
+        page.wait_for_function(
+            "before => JSON.stringify(window.sweeplabCharts.status.data.datasets.map(d => d.data)) !== before",
+            arg=status_before, timeout=120_000)
+        page.wait_for_function(
+            "() => { const c = window.sweeplabCharts['decode_tok_s@TP1'];"
+            " return c && c.data.datasets.some(d => d.kind === 'value' && d.data.some(i => i.y !== null)); }",
+            timeout=180_000)
+        drawn = page.evaluate(
+            "() => window.sweeplabCharts['decode_tok_s@TP1'].data.datasets.filter(d => d.kind === 'value')"
+            ".flatMap(d => d.data).filter(i => i.y !== null).length")
+        version = page.evaluate("Number(document.getElementById('comparison-charts').dataset.version || 0)")
+        page.wait_for_function(
+            "n => window.sweeplabCharts['decode_tok_s@TP1'].data.datasets.filter(d => d.kind === 'value')"
+            ".flatMap(d => d.data).filter(i => i.y !== null).length > n", arg=drawn, timeout=180_000)
+        assert page.evaluate("Number(document.getElementById('comparison-charts').dataset.version)") > version
+        shot(page, "sweep-full-size-running")
+        page.wait_for_selector("[data-field=sweep-status]:has-text('Done')", timeout=480_000)
+        assert page.evaluate("window.__notReloaded === true")
+
+    # Done, read afresh: the whole page at a glance.
+    page.goto(url)
+    page.wait_for_selector("#comparison-charts[data-ready=true]")
+    page.wait_for_selector("#load-charts[data-ready=true]")
+    page.wait_for_selector("#points-table tr.point-row")
+    height = page.evaluate("document.documentElement.scrollHeight")
+    assert height < 5000, f"the sweep page is {height} px tall"
+    measured = page.evaluate(MEASURE)
+    ids = {chart["id"] for chart in measured}
+    assert {"status", "gantt", "decode_tok_s@TP1", "decode_tok_s@TP4", "decode_tok_s@TP8",
+            "speedup@TP1", "speedup@TP4", "speedup@TP8"} <= ids
+    for chart in measured:
+        assert chart["plot"]["h"] >= 220, chart
+        if chart["legend"]:
+            assert chart["legend"]["w"] <= chart["plot"]["w"] and chart["legend"]["h"] <= chart["plot"]["h"], chart
+    # Each DDTree budget its own colour, the same at every TP.
+    colours = page.evaluate(
+        "() => Object.fromEntries(['TP4', 'TP8'].map(tp => [tp, window.sweeplabCharts['decode_tok_s@' + tp]"
+        ".data.datasets.filter(d => d.kind === 'value' && d.label.startsWith('ddtree'))"
+        ".map(d => [d.label.replace(' ' + tp, ''), d.plainColor])]))")
+    assert dict(colours["TP4"]) == dict(colours["TP8"]) and len(set(dict(colours["TP4"]).values())) == 6
+    # Failure markers sit in the lane under the value axis, never on it.
+    assert page.evaluate(
+        "() => ['decode_tok_s@TP1', 'speedup@TP1', 'accept_length:long-context'].every(id =>"
+        " window.sweeplabCharts[id].data.datasets.filter(d => d.kind === 'marker').every(d => d.yAxisID === 'lane'))")
+    # The points table shows its metrics without sideways scrolling.
+    assert page.evaluate(
+        "() => { const s = document.querySelector('#points-table .table-scroll'); return s.scrollWidth <= s.clientWidth; }")
+    assert errors == []
+    shot(page, "sweep-full-size")
+    doc_shot(page, "sweep-full-size-top")
+    doc_shot(page.locator("section.comparison"), "sweep-full-size-comparison")
