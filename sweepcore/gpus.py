@@ -26,6 +26,18 @@ PACK = "pack"
 PACKING = (EXCLUSIVE, PACK)
 
 
+def gpus_text(gpu_count: int) -> str:
+    """A number of GPUs in words: "1 GPU", "8 GPUs", "no GPUs"."""
+    return f"{gpu_count} GPU{'' if gpu_count == 1 else 's'}" if gpu_count else "no GPUs"
+
+
+def host_text(gpu_count: int, gpu_model: str = "") -> str:
+    """What a host runs servers on: "8 × NVIDIA RTX PRO 6000", or "CPU host, no GPUs"."""
+    if not gpu_count:
+        return "CPU host, no GPUs"
+    return f"{gpu_count} × {gpu_model}" if gpu_model else gpus_text(gpu_count)
+
+
 def gpus_needed(packing: str, tp: int, gpu_count: int) -> int:
     """The GPUs a run leases on a host with ``gpu_count`` GPUs (0 on a CPU host)."""
     if not gpu_count:

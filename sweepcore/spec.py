@@ -50,7 +50,7 @@ import yaml
 
 from sweepcore import capacity, slo
 from sweepcore.files import FileProblem, read_text
-from sweepcore.gpus import PACKING
+from sweepcore.gpus import PACKING, gpus_text, host_text
 from sweepcore.methods import METHOD_PARAMS, METHODS, PARAM_NAMES, config_label
 from sweepcore.metrics import STABLE_METRICS
 
@@ -516,8 +516,8 @@ def _hosts(check, data, catalog):
     for i, name in enumerate(names[1:], start=1):
         other = catalog.hosts[name]
         if (other.gpu_model, other.gpu_count) != (first.gpu_model, first.gpu_count):
-            check.error(f"hosts[{i}]", f"host {name!r} has {other.gpu_count} x {other.gpu_model or 'no GPU'}, "
-                                       f"host {first.name!r} {first.gpu_count} x {first.gpu_model or 'no GPU'}: "
+            check.error(f"hosts[{i}]", f"host {name!r} ({host_text(other.gpu_count, other.gpu_model)}) differs from "
+                                       f"host {first.name!r} ({host_text(first.gpu_count, first.gpu_model)}): "
                                        f"the hosts of one sweep must be alike")
             return None, ()
     return names[0], tuple(names) if len(names) > 1 else ()
@@ -852,7 +852,7 @@ def validate(data, catalog):
         most = max(host.gpu_count, 1)
         for i, size in enumerate(tp):
             if size > most:
-                gpus = f"{host.gpu_count} GPUs" if host.gpu_count else "no GPU (TP 1 only)"
+                gpus = gpus_text(host.gpu_count) if host.gpu_count else "no GPU (TP 1 only)"
                 check.error(f"tp[{i}]", f"{size} is more than host {host.name!r} has: {gpus}")
 
     methods = _methods(check, values["methods"], engine) if "methods" in data else ()

@@ -159,10 +159,10 @@ def _page_answer(answer):
     return {**answer, "quarantined": quarantined}
 
 
-def builder_context(request, editor, data, text, answer, catalog, errors=()):
+def builder_context(request, editor, data, text, answer, catalog, errors=(), notes=None):
     """What the builder's templates draw: the form (or the YAML view), the errors placed on
-    the fields they name, and the plan preview."""
-    form = SpecForm(data, catalog) if editor == "form" and isinstance(data, dict) else None
+    the fields they name, the notes of what an edit took out, and the plan preview."""
+    form = SpecForm(data, catalog, notes) if editor == "form" and isinstance(data, dict) else None
     shown = answer["errors"] + [e for e in errors if e not in answer["errors"]]
     return {
         "editor": "form" if form else "yaml",
@@ -258,7 +258,7 @@ def builder_edit(request):
     post, catalog = request.POST, load_catalog()
     editor = "form" if post.get("editor") == "form" else "yaml"
     try:
-        data, text, _ = _read(post, catalog)
+        data, text, drawn = _read(post, catalog)
     except SpecError as exc:
         answer = unparsed(exc)
         if post.get("op") == "editor" and post.get("to") == "form":
@@ -274,7 +274,8 @@ def builder_edit(request):
         text = dump_yaml(data)
     if editor == "form" or op == "editor":
         text = yaml_view_text(data, post.get("spec_yaml", "")) if isinstance(data, dict) else text
-    return _builder_body(request, editor, data, text, preview(data, text, catalog), catalog, errors)
+    notes = drawn.fit_notes if drawn else None
+    return _builder_body(request, editor, data, text, preview(data, text, catalog), catalog, errors, notes)
 
 
 def _edit(data, post, catalog):
@@ -301,8 +302,8 @@ def _rules(values):
     return rules
 
 
-def _builder_body(request, editor, data, text, answer, catalog, errors=()):
-    context = builder_context(request, editor, data, text, answer, catalog)
+def _builder_body(request, editor, data, text, answer, catalog, errors=(), notes=None):
+    context = builder_context(request, editor, data, text, answer, catalog, notes=notes)
     if errors:  # said first, above what the preview found
         context["errors"] = list(errors) + context["errors"]
     return render(request, "runs/partials/builder_body.html", context)

@@ -6,7 +6,8 @@ a control writes into the data only when its posted value differs from the one i
 drawn with: fields nobody touched keep their value as written, and keys the form does
 not know are kept. A value that does not parse goes into the data as typed (a list that
 is not all integers stays a string), so the spec's validator names what is wrong with
-it at its field path.
+it at its field path. A new host or engine also takes out the TP sizes and methods it
+cannot run, and the form says what went and why.
 """
 
 import copy
@@ -14,7 +15,10 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from benchmarks.models import EngineKind
 from sweepcore import capacity
+from sweepcore.gpus import gpus_text, host_text
+from sweepcore.methods import methods_for
 from sweepcore.metrics import LATENCY_NAMES, STABLE_METRICS, metric_label
 from sweepcore.slo import SLO_KEYS
 from sweepcore.spec import (
@@ -177,6 +181,84 @@ def tp_choices(host, current):
     return sorted(sizes)
 
 
+def host_of(data, catalog):
+    """The host the form is drawn for: ``host``, or the first of a shared ``hosts`` list."""
+    shared = data.get("hosts") if isinstance(data.get("hosts"), list) else []
+    return catalog.hosts.get(data.get("host") or (text(shared[0]) if shared else None))
+
+
+def tp_hint(host):
+    if host is None:
+        return "choose a host first"
+    return f"up to the host's {gpus_text(host.gpu_count)}" if host.gpu_count else "TP 1 only on a CPU host"
+
+
+def kind_label(kind):
+    """An engine kind in words ("llama.cpp"), or as stored when the models do not know it."""
+    return EngineKind(kind).label if kind in EngineKind.values else text(kind)
+
+
+def _them(names):
+    return "it" if len(names) == 1 else "them"
+
+
+def fit_tp(data, host):
+    """Take out the TP sizes the host cannot give (a CPU host: all but 1); returns what
+    went and why, or "". A list that is not all integers is left to the validator."""
+    tp = data.get("tp", DEFAULTS["tp"])
+    if not isinstance(tp, list) or not all(isinstance(n, int) and not isinstance(n, bool) for n in tp):
+        return ""
+    most = max(host.gpu_count, 1)
+    dropped = [n for n in tp if n > most]
+    if not dropped:
+        return ""
+    kept = [n for n in tp if n <= most]
+    data["tp"] = kept or [most]  # a run needs one size: the largest the host has
+    why = (f"host {host.name} has {gpus_text(host.gpu_count)}" if host.gpu_count
+           else "a CPU host runs one server process per run, at TP 1")
+    instead = f"; TP{most} instead" if not kept and host.gpu_count else ""
+    return f"removed {', '.join(f'TP{n}' for n in dropped)}: {why}{instead}"
+
+
+def fit_methods(data, engine):
+    """Take out the methods the engine cannot run; returns what went and why, or "". A name
+    the spec does not know stays, for the validator to name; when nothing is left, the
+    engine's first method (autoregressive) is put in."""
+    items = data.get("methods")
+    if not isinstance(items, list):
+        return ""
+
+    def cannot(item):
+        entry = method_entry(item)
+        return entry is not None and entry[0] in METHOD_PARAMS and entry[0] not in engine.methods
+
+    dropped = list(dict.fromkeys(method_entry(item)[0] for item in items if cannot(item)))
+    if not dropped:
+        return ""
+    kept, instead = [item for item in items if not cannot(item)], ""
+    if not kept and engine.methods:
+        kept, instead = [method_item(engine.methods[0], {})], f"; {engine.methods[0]} instead"
+    data["methods"] = kept
+    runnable = methods_for(engine.kind)
+    reasons = []
+    for names, why in (([n for n in dropped if n not in runnable], f"{kind_label(engine.kind)} cannot run"),
+                       ([n for n in dropped if n in runnable], f"engine {engine.name} is not set up to run")):
+        if names:
+            reasons.append(f"removed {', '.join(names)}: {why} {_them(names)}")
+    return "; ".join(reasons) + instead
+
+
+def fit_to_host_and_engine(before, data, catalog):
+    """After the host or the engine changed: what the new host or engine cannot run is taken
+    out of the data, so that the plan takes the spec as it now is. Returns a note for each
+    path where something went ({"tp": ..., "methods": ...})."""
+    if all(before.get(key) == data.get(key) for key in ("host", "hosts", "engine")):
+        return {}
+    host, engine = host_of(data, catalog), catalog.engines.get(data.get("engine"))
+    notes = {"tp": fit_tp(data, host) if host else "", "methods": fit_methods(data, engine) if engine else ""}
+    return {path: note for path, note in notes.items() if note}
+
+
 def set_key(data, key, value):
     if value is None:
         data.pop(key, None)
@@ -230,6 +312,7 @@ class Control(_ErrorSlot):
     inline: bool = False  # a labelled field inside a row
     rerender: bool = False  # a change that changes the form itself: the server draws it again
     param: str = ""
+    note: str = ""  # what the last edit changed here by itself, and why
     errors: list = field(default_factory=list)
 
     def posted(self, post):
@@ -270,6 +353,7 @@ class Section(_ErrorSlot):
     add: str = ""  # the list "+ Add" appends to
     add_label: str = ""
     add_cls: str = "small"
+    note: str = ""  # what the last edit changed here by itself, and why
     errors: list = field(default_factory=list)
 
 
@@ -283,7 +367,7 @@ def _select(id, path, label, names, value, write, **kw):
 
 def _basics(data, catalog):
     shared = data.get("hosts") if isinstance(data.get("hosts"), list) else []
-    host = catalog.hosts.get(data.get("host") or (text(shared[0]) if shared else None))
+    host = host_of(data, catalog)
     engine = catalog.engines.get(data.get("engine"))
     model = catalog.models.get(data.get("model"))
     current_tp = data.get("tp", DEFAULTS["tp"])
@@ -303,10 +387,10 @@ def _basics(data, catalog):
         ], row=False),
         Group([
             _select("f-host", "host", "Host", catalog.hosts, data.get("host"), name_of("host", True), rerender=True,
-                    hint=(f"{host.gpu_count} × {host.gpu_model or 'CPU'}" if host else "")
+                    hint=(host_text(host.gpu_count, host.gpu_model) if host else "")
                     + (f"; shared with hosts: {', '.join(map(text, shared))} (edit in YAML)" if shared else "")),
             _select("f-engine", "engine", "Engine", catalog.engines, data.get("engine"), name_of("engine", True),
-                    rerender=True, hint=engine.kind if engine else ""),
+                    rerender=True, hint=kind_label(engine.kind) if engine else ""),
             _select("f-model", "model", "Model", catalog.models, data.get("model"), name_of("model", True),
                     rerender=True, hint=f"context {model.context_length} tokens" if model else ""),
         ]),
@@ -314,7 +398,7 @@ def _basics(data, catalog):
             Control("f-tp", "tp", "Tensor-parallel sizes", write_tp, kind="checks",
                     value=[str(n) for n in tp_choices(host, current_tp) if n in current_tp],
                     choices=[(str(n), f"TP{n}") for n in tp_choices(host, current_tp)],
-                    hint=f"up to the host's {host.gpu_count} GPU(s)" if host else "choose a host first"),
+                    hint=tp_hint(host)),
         ], row=False),
     ])
 
@@ -737,15 +821,21 @@ def _options(data):
 
 
 class SpecForm:
-    """The form of one spec's data against a catalog."""
+    """The form of one spec's data against a catalog; ``notes``: what an edit took out by
+    itself, by path, shown where it was (see ``fit_to_host_and_engine``)."""
 
-    def __init__(self, data, catalog):
+    def __init__(self, data, catalog, notes=None):
         self.data = data
         self.catalog = catalog
         self.sections = [
             _basics(data, catalog), _methods(data, catalog), _workloads(data, catalog), _load(data), _slo(data),
             _search(data), _until_stable(data), _exclusions(data), _options(data),
         ]
+        self.fit_notes = {}  # those of the last ``edited``
+        shown = self.with_path()
+        for path, note in (notes or {}).items():
+            if path in shown:
+                shown[path].note = note
 
     def controls(self):
         for section in self.sections:
@@ -762,12 +852,14 @@ class SpecForm:
         return found
 
     def edited(self, post):
-        """The data with the posted values of the controls that changed."""
+        """The data with the posted values of the controls that changed; a new host or engine
+        also takes out what it cannot run (``fit_notes`` say what)."""
         data = copy.deepcopy(self.data)
         for control in self.controls():
             posted = control.posted(post)
             if posted is not None and posted != control.value:
                 control.write(data, posted)
+        self.fit_notes = fit_to_host_and_engine(self.data, data, self.catalog)
         return ordered(data)
 
     def place(self, errors):

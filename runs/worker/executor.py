@@ -548,8 +548,9 @@ class RunExecutor:
                 )
             checked.append(f"engine interpreter {python} exists")
         if run.tp > max(host.gpu_count, 1):
-            raise PreflightFailed(FailureKind.PREFLIGHT, f"TP{run.tp} needs {run.tp} GPUs; host {host.name} has {host.gpu_count}")
-        checked.append(f"TP{run.tp} fits host {host.name}'s {host.gpu_count} GPU(s)")
+            raise PreflightFailed(FailureKind.PREFLIGHT,
+                                  f"TP{run.tp} needs {run.tp} GPUs; host {host.name} has {gpus.gpus_text(host.gpu_count)}")
+        checked.append(f"TP{run.tp} fits host {host.name} ({gpus.host_text(host.gpu_count, host.gpu_model)})")
         if host.gpu_count and engine.kind != "simulated":
             used = self.run_gpus()
             try:

@@ -6,6 +6,13 @@ from sweepcore import gpus
 from sweepcore.gpus import aligned_blocks, choose, overlapping_leases, parse_visible_devices, visible_devices
 
 
+def test_a_hosts_gpus_are_said_in_words_with_plurals():
+    assert [gpus.gpus_text(n) for n in (0, 1, 8)] == ["no GPUs", "1 GPU", "8 GPUs"]
+    assert gpus.host_text(0) == gpus.host_text(0, "") == "CPU host, no GPUs"
+    assert gpus.host_text(8, "NVIDIA H200") == "8 × NVIDIA H200"
+    assert gpus.host_text(1) == "1 GPU"  # no model recorded
+
+
 def test_aligned_blocks_round_up_to_a_power_of_two():
     assert aligned_blocks(8, 4) == [frozenset(range(4)), frozenset(range(4, 8))]
     assert aligned_blocks(8, 3) == aligned_blocks(8, 4)

@@ -115,6 +115,12 @@ def test_it_rejects_tp_above_the_hosts_gpu_count():
     ]
 
 
+def test_hosts_that_differ_are_said_in_words():
+    errors = errors_of(BASE.replace("host: sim-8x-rtxpro6000\n", "hosts: [sim-8x-rtxpro6000, local-cpu]\n"))
+    assert ("hosts[1]: host 'local-cpu' (CPU host, no GPUs) differs from host 'sim-8x-rtxpro6000' "
+            "(8 × NVIDIA RTX PRO 6000 Blackwell): the hosts of one sweep must be alike") in errors
+
+
 def test_a_cpu_host_takes_tp_1_only():
     text = BASE.replace("sim-8x-rtxpro6000", "local-cpu").replace("sglang-sim", "llamacpp-cpu")
     text = text.replace("tp: [1]", "tp: [1, 2]")

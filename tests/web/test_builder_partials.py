@@ -268,6 +268,105 @@ def test_an_ngram_lookup_window_left_empty_takes_the_methods_defaults(operator, 
     assert "ngram num_speculative_tokens=4 prompt_lookup_max=4 prompt_lookup_min=2 TP1" in answer
 
 
+# --- a host or engine that cannot run everything the spec asks --------------------------
+
+
+def notes(html):
+    """The notes of what the builder took out by itself."""
+    return re.findall(r'<p class="field-note" role="status">(.*?)</p>', html)
+
+
+def field_errors(html):
+    return re.findall(r'<p class="field-error">(.*?)</p>', html)
+
+
+def test_switching_to_the_cpu_host_keeps_tp_1_and_says_why(operator, client):
+    html = builder(client)
+    cpu = edit(client, posted(html, **{"f-host": "local-cpu"}))
+    # TP 4 and 8 are gone from the data and from the choices, with a note at the field.
+    assert json.loads(posted(cpu)["spec_json"][0])["tp"] == [1]
+    assert re.search(r'id="f-tp-1" value="1" checked', cpu) and "f-tp-4" not in cpu and "f-tp-8" not in cpu
+    assert notes(cpu) == ["removed TP4, TP8: a CPU host runs one server process per run, at TP 1"]
+    assert '<span class="hint">TP 1 only on a CPU host</span>' in cpu
+    assert '<span class="hint">CPU host, no GPUs</span>' in cpu and "0 ×" not in cpu and "GPU(s)" not in cpu
+    # The plan is valid at once, and everything else is as it was.
+    assert field_errors(cpu) == [] and "<h2>7 runs, 49 points (7 skipped)</h2>" in cpu
+    assert 'id="f-method-2-budget" name="f-method-2-budget" value="8, 12, 15, 16, 32, 64"' in cpu
+    assert 'id="f-exclude-0" name="f-exclude-0" value="method=ddtree budget=64 tp=1"' in cpu
+    assert 'id="f-name" name="f-name" value="qwen3.6-27b-sm120-ddtree"' in cpu
+    # The note is said once: the next edit draws the form without it.
+    assert notes(edit(client, posted(cpu, op="add", list="workloads"))) == []
+
+
+def test_switching_to_an_engine_removes_the_methods_it_cannot_run_and_says_why(operator, client):
+    html = builder(client)
+    cpu = edit(client, posted(html, **{"f-host": "local-cpu"}))
+    llama = edit(client, posted(cpu, **{"f-engine": "llamacpp-cpu"}))
+    data = json.loads(posted(llama)["spec_json"][0])
+    assert data["methods"] == ["autoregressive"] and 'aria-label="Method 2"' not in llama
+    assert notes(llama) == ["removed dflash, ddtree: llama.cpp cannot run them"]
+    assert field_errors(llama) == [] and "<h2>1 runs, 7 points (1 skipped)</h2>" in llama
+    assert data["workloads"] == json.loads(posted(html)["spec_json"][0])["workloads"]
+    assert '<span class="hint">llama.cpp</span>' in llama
+    # vLLM runs DFlash: only DDTree goes, and the DFlash block size stays.
+    vllm = edit(client, posted(html, **{"f-engine": "vllm-cpu"}))
+    assert notes(vllm) == ["removed ddtree: vLLM cannot run it"]
+    assert 'id="f-method-1-block_size" name="f-method-1-block_size" value="16"' in vllm
+
+
+def test_the_host_and_engine_changed_in_one_post_preview_a_valid_plan(operator, client):
+    # What htmx's "input" post of the form sends while the builder is being drawn again.
+    answer = preview(client, posted(builder(client), **{"f-host": "local-cpu", "f-engine": "llamacpp-cpu"}))
+    assert "<h2>1 runs, 7 points (1 skipped)</h2>" in answer and field_errors(answer) == []
+    data = data_of(client, posted(builder(client), **{"f-host": "local-cpu", "f-engine": "llamacpp-cpu"}))
+    assert data["valid"] and data["data"]["tp"] == [1] and data["data"]["methods"] == ["autoregressive"]
+
+
+def test_an_engine_that_runs_none_of_the_methods_gets_autoregressive(operator, client):
+    html = builder_from(client, {**ONE_SHAPE, "methods": [{"ddtree": {"budget": [8], "topk_cap": 8}}]})
+    llama = edit(client, posted(html, **{"f-engine": "llamacpp-cpu"}))
+    assert json.loads(posted(llama)["spec_json"][0])["methods"] == ["autoregressive"]
+    assert notes(llama) == ["removed ddtree: llama.cpp cannot run it; autoregressive instead"]
+    assert field_errors(llama) == []
+
+
+def test_an_engine_not_set_up_for_a_method_its_kind_runs_says_so(operator, client):
+    from benchmarks.models import Engine, EngineKind
+
+    Engine.objects.create(name="sglang-plain", kind=EngineKind.SGLANG, argv_template=["sglang"], method_args={})
+    plain = edit(client, posted(builder(client), **{"f-engine": "sglang-plain"}))
+    assert notes(plain) == ["removed dflash, ddtree: engine sglang-plain is not set up to run them"]
+
+
+def test_a_smaller_gpu_host_keeps_the_sizes_it_has_in_correct_plurals(operator, client):
+    from benchmarks.models import Host
+
+    Host.objects.create(name="box-4", gpu_model="NVIDIA H200", gpu_count=4, compute_capability="9.0")
+    Host.objects.create(name="box-1", gpu_model="NVIDIA H200", gpu_count=1, compute_capability="9.0")
+    html = builder(client)
+    assert "<span class=\"hint\">up to the host&#x27;s 8 GPUs</span>" in html
+    assert "<span class=\"hint\">8 × NVIDIA RTX PRO 6000 Blackwell</span>" in html
+    four = edit(client, posted(html, **{"f-host": "box-4"}))
+    assert json.loads(posted(four)["spec_json"][0])["tp"] == [1, 4]
+    assert notes(four) == ["removed TP8: host box-4 has 4 GPUs"]
+    assert "<span class=\"hint\">4 × NVIDIA H200</span>" in four
+    one = edit(client, posted(html, **{"f-host": "box-1"}))
+    assert notes(one) == ["removed TP4, TP8: host box-1 has 1 GPU"]
+    assert "<span class=\"hint\">up to the host&#x27;s 1 GPU</span>" in one
+    # A spec at TP8 only keeps a size: the largest the host has.
+    eight = builder_from(client, {**ONE_SHAPE, "tp": [8]})
+    assert json.loads(posted(edit(client, posted(eight, **{"f-host": "box-4"})))["spec_json"][0])["tp"] == [4]
+    assert notes(edit(client, posted(eight, **{"f-host": "box-4"}))) == [
+        "removed TP8: host box-4 has 4 GPUs; TP4 instead"]
+
+
+def test_a_host_left_as_it_was_changes_nothing_of_the_spec(operator, client):
+    # TP sizes the host cannot give, typed in the YAML view, stay for the validator to name.
+    html = builder_from(client, {**ONE_SHAPE, "host": "local-cpu", "tp": [1, 4]})
+    answer = preview(client, posted(html, **{"f-max_new_tokens": "64"}))
+    assert "4 is more than host &#x27;local-cpu&#x27; has" in slot(answer, "fe-tp")
+
+
 # --- the load, the SLO and the capacity search ------------------------------------------
 
 ONE_SHAPE = {"name": "load", "host": "sim-8x-rtxpro6000", "engine": "sglang-sim", "model": "Qwen/Qwen3.6-27B",

@@ -115,6 +115,14 @@ def test_sweep_detail_shows_runs_points_and_reasons(sweep, viewer, client):
     assert {d["status"]: sum(d["data"]) for d in chart["datasets"]} == {"planned": 138, "skipped": 23}
 
 
+def test_a_cpu_hosts_sweep_says_so_in_words(catalog, viewer, client):
+    spec = load_spec_file(EXAMPLE.with_name("smollm2-cpu.yaml"), load_catalog())
+    cpu = create_sweep(spec)[0]
+    client.force_login(viewer)
+    html = client.get(reverse("sweep-detail", args=[cpu.pk])).content.decode()
+    assert '<dd data-field="hosts">local-cpu <span class="muted">CPU host, no GPUs</span></dd>' in html
+
+
 def test_sweep_detail_uses_a_constant_number_of_queries(sweep, viewer, client, django_assert_max_num_queries):
     client.force_login(viewer)
     client.get(reverse("sweep-detail", args=[sweep.pk]))  # warm the session
