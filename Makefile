@@ -33,7 +33,7 @@ test-core: $(STAMP)
 # Full-page screenshots of the pages, taken by the browser tests, into var/screenshots/,
 # and the README's pictures (one screen or one chart each) into docs/.
 screenshots: $(STAMP)
-	$(PY) -m pytest tests/e2e/test_browser.py -q
+	$(PY) -m pytest tests/e2e/test_browser.py tests/e2e/test_browser_full_size.py -q
 	@ls var/screenshots/
 	cp var/screenshots/docs/*.png docs/
 

@@ -55,7 +55,7 @@ def sweep_detail(request, sweep_id):
             # ?valid_only=1: the charts and the points table hide suspect and invalid points
             "valid_only": request.GET.get("valid_only") == "1",
             # title, axis and legend, then a bar per run, the plot at least 230 px tall
-            "chart_height_px": 110 + max(230, 22 * len(runs)),
+            "chart_height_px": 110 + max(230, 19 * len(runs)),
         },
     )
 

@@ -28,7 +28,7 @@
 
   function legendBox(entries) {
     const box = text("p", "chart-legend");
-    box.appendChild(text("span", "muted", "Markers: "));
+    box.appendChild(text("span", "muted", "Points without a value, drawn in the “no value” lane under each plot (hover for what each means): "));
     entries.forEach(function (entry) {
       const item = text("span", "chart-legend-item");
       item.dataset.status = entry.status;
@@ -36,7 +36,7 @@
       const swatch = text("span", "chart-swatch");
       swatch.style.background = entry.color;
       item.appendChild(swatch);
-      item.appendChild(document.createTextNode(entry.label + ": " + entry.meaning));
+      item.appendChild(document.createTextNode(entry.label)); // its meaning on hover
       box.appendChild(item);
     });
     return box;
@@ -302,9 +302,9 @@
   }
 
   const LINE_STYLE = { borderWidth: 2, pointRadius: 3, fill: false, spanGaps: false };
-  const PLOT_PX = 250; // the value axis's share of a chart's height, in px
-  const LANE_ROW_PX = 11;
-  const FRAME_PX = 110; // title and x axis
+  const PLOT_PX = 240; // the value axis's share of a chart's height, in px (at least 220 drawn)
+  const LANE_ROW_PX = 10;
+  const FRAME_PX = { category: 100, linear: 80 }; // title and x axis: two-line ticks, or numbers
 
   // The legend of a chart, in HTML under its plot (so that it never eats the plot): its
   // configurations grouped by method, a swatch per parameter value ("ddtree topk_cap=8 ·
@@ -382,7 +382,8 @@
     const prepared = prepare(chart, validOnly);
     const laneRows = Math.max(prepared.laneRows, options.laneRows || 0);
     const plotBox = text("div", "chart-canvas");
-    plotBox.style.height = (FRAME_PX + PLOT_PX + (laneRows ? laneRows * LANE_ROW_PX + 12 : 0)) + "px";
+    const frame = chart.x.type === "category" ? FRAME_PX.category : FRAME_PX.linear;
+    plotBox.style.height = (frame + PLOT_PX + (laneRows ? laneRows * LANE_ROW_PX + 12 : 0)) + "px";
     const canvas = document.createElement("canvas");
     canvas.setAttribute("aria-label", chart.title);
     canvas.setAttribute("role", "img");
@@ -400,7 +401,7 @@
       x: {
         type: chart.x.type,
         title: { display: true, text: chart.x.label },
-        ticks: category ? { autoSkip: false, maxRotation: 45, font: { size: 11 },
+        ticks: category ? { autoSkip: false, maxRotation: 0, font: { size: 11 },
           callback: function (value, index) { return ticks[index]; } } : {},
       },
       y: {
