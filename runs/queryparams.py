@@ -132,6 +132,37 @@ class IdListParam(QueryParam):
         return ids
 
 
+class ChoiceListParam(QueryParam):
+    """Several of ``choices``, the parameter given once each (?cols=a&cols=b) or as a
+    comma-separated list: a list in the order given, each once. A parameter sent blank
+    (a form's hidden empty value beside checkboxes none of which is ticked) is an empty
+    list; one not sent at all is ``default``."""
+
+    widget = forms.MultipleHiddenInput  # reads every value of the parameter (getlist)
+
+    def __init__(self, choices, what, default=()):
+        super().__init__(list(default))
+        self.choices, self.what = tuple(choices), what
+
+    def to_python(self, values):
+        if not values:
+            return list(self.default)
+        if isinstance(values, str):  # a plain dict's single value
+            values = [values]
+        chosen = []
+        for value in values:
+            for part in str(value).split(","):
+                part = part.strip()
+                if not part:
+                    continue
+                if part not in self.choices:
+                    raise forms.ValidationError(
+                        f"unknown {self.what} {part!r}: choose among {', '.join(self.choices)}")
+                if part not in chosen:
+                    chosen.append(part)
+        return chosen
+
+
 class QueryForm(forms.Form):
     """A form over GET parameters whose errors are one message naming the parameter."""
 

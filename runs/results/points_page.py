@@ -8,7 +8,10 @@ from runs.models import Point, Validity
 from runs.results.points_table import DEFAULT_PER_PAGE, MAX_PER_PAGE, METRIC_COLUMNS, SORT_COLUMNS, points_table
 from sweepcore.metrics import INTERVAL_METRICS, higher_is_better
 
-PER_PAGE_CHOICES = (50, DEFAULT_PER_PAGE, 200, MAX_PER_PAGE)
+# The sweep page starts on a short first page (PAGE_PER_PAGE, sent by its form) so that a
+# sweep of hundreds of points still reads at a glance; points-table.json keeps its default.
+PAGE_PER_PAGE = 25
+PER_PAGE_CHOICES = (PAGE_PER_PAGE, 50, DEFAULT_PER_PAGE, 200, MAX_PER_PAGE)
 
 # The columns before the measured ones: (sort column, header, numeric).
 LEADING_COLUMNS = (
@@ -47,13 +50,24 @@ METRIC_HEADERS = {
 }
 
 
-def headers(sort):
-    """The header cells for the current ``sort``: aria-sort, the arrow, and ``next``, the
-    sort a click asks for (the other direction of the current column; a new column starts
-    with its best values, so speeds start with the fastest)."""
+def shown_columns(cols):
+    """The measured columns the page shows, in the table's order, of those chosen."""
+    return tuple(name for name in METRIC_COLUMNS if name in cols)
+
+
+def column_choices(cols):
+    """The column chooser's boxes: every measured column with its header and whether it is shown."""
+    return [{"name": name, "label": METRIC_HEADERS[name], "checked": name in cols} for name in METRIC_COLUMNS]
+
+
+def headers(sort, cols=METRIC_COLUMNS):
+    """The header cells for the current ``sort`` and the measured columns ``cols``:
+    aria-sort, the arrow, and ``next``, the sort a click asks for (the other direction of
+    the current column; a new column starts with its best values, so speeds start with the
+    fastest)."""
     current, descending = sort.lstrip("-"), sort.startswith("-")
     evidence = tuple((name if name in SORT_COLUMNS else None, label, numeric) for name, label, _, numeric in EVIDENCE_COLUMNS)
-    columns = (*LEADING_COLUMNS, *evidence, *((name, METRIC_HEADERS[name], True) for name in METRIC_COLUMNS))
+    columns = (*LEADING_COLUMNS, *evidence, *((name, METRIC_HEADERS[name], True) for name in shown_columns(cols)))
     titles = {label: title for _, label, title, _ in EVIDENCE_COLUMNS}
     cells = []
     for name, label, numeric in columns:
@@ -108,7 +122,7 @@ def with_evidence(rows):
     return filled
 
 
-def _display_row(row):
+def _display_row(row, cols):
     """A row as the template writes it: its verdict's label and its measured cells, each
     ``{"value", "ci", "bucket", "server"}`` (ci None where the metric has no interval or the
     point none; bucket the server histogram's bucket behind one of its own medians, else
@@ -122,7 +136,7 @@ def _display_row(row):
         "measured": [
             {"value": row[name], "ci": row.get(f"{name}_ci") if ok else None, "bucket": buckets.get(name),
              "server": name in SERVER_COLUMNS}
-            for name in METRIC_COLUMNS
+            for name in shown_columns(cols)
         ],
     }
 
@@ -136,8 +150,9 @@ def points_page(sweep_id, params):
         **data,
         "sweep_id": sweep_id,
         "params": params,
-        "headers": headers(data["sort"]),
-        "rows": [_display_row(row) for row in with_evidence(data["rows"])],
+        "headers": headers(data["sort"], params["cols"]),
+        "columns_chosen": column_choices(params["cols"]),
+        "rows": [_display_row(row, params["cols"]) for row in with_evidence(data["rows"])],
         "first": (page - 1) * per_page + 1 if total else 0,
         "last": min(total, page * per_page),
         "previous_page": page - 1 if page > 1 else None,

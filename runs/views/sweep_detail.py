@@ -23,7 +23,7 @@ from runs.results.charts import UnknownChart
 from runs.results.charts import sweep_charts as build_sweep_charts
 from runs.results.exports import export_response
 from runs.results.load_charts import has_load_curves, load_charts
-from runs.results.points_page import points_page
+from runs.results.points_page import PAGE_PER_PAGE, points_page
 from runs.roles import reader_required
 from sweepcore.spec import dump_yaml, host_names
 
@@ -54,6 +54,7 @@ def sweep_detail(request, sweep_id):
             "load_curves": has_load_curves(sweep.pk),
             # ?valid_only=1: the charts and the points table hide suspect and invalid points
             "valid_only": request.GET.get("valid_only") == "1",
+            "points_per_page": PAGE_PER_PAGE,
             # title, axis and legend, then a bar per run, the plot at least 230 px tall
             "chart_height_px": 110 + max(230, 19 * len(runs)),
         },

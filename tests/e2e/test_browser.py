@@ -231,7 +231,8 @@ def test_build_launch_watch_and_chart_a_sweep_in_the_browser(browser, operator, 
     page.select_option("#points-table select[name=status]", "")
     page.wait_for_function("document.querySelectorAll('#points-table tr.point-row').length === 9")
     shot(page, "sweep-detail")
-    page.click("tbody[data-run-id] tr.run-row >> nth=1")
+    # A click on the row (its configuration; the middle of a compact row is its "points" button) opens the drawer.
+    page.click("tbody[data-run-id] tr.run-row >> nth=1 >> td >> nth=2")
     page.wait_for_selector("#run-drawer :text('Command launched')")
     shot(page, "run-drawer")
     doc_shot(page.locator("#run-drawer"), "run-drawer")

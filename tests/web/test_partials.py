@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from benchmarks.models import FailureKind, SweepStatus
 from runs.models import Point, PointStatus, Run, RunEvent, RunEventKind, RunStatus, TelemetrySample
-from runs.results.points_table import METRIC_COLUMNS
+from runs.results.points_table import DEFAULT_COLUMNS, METRIC_COLUMNS
 from runs.templatetags.sweeplab_format import num
 from tests.web.sweeps import add_run, make_sweep
 
@@ -139,7 +139,9 @@ def test_the_live_partial_escapes_what_runs_say(sweep, viewer, client):
     for html in (live(client, sweep).content.decode(),
                  client.get(reverse("sweep-detail", args=[sweep.pk])).content.decode()):
         assert "<script>alert" not in html
-        assert '<span data-field="reason">&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt; &amp; &quot;quoted&quot;</span>' in html
+        # Shown (truncated by the page's CSS) and whole on hover, escaped both times.
+        said = "&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt; &amp; &quot;quoted&quot;"
+        assert f'<span data-field="reason" title="{said}">{said}</span>' in html
 
 
 # --- the points table ---------------------------------------------------------------------
@@ -166,7 +168,7 @@ def test_the_points_partial_shows_the_rows_of_points_table_json(sweep, viewer, c
 
 def test_the_points_partial_writes_values_reasons_and_the_missing_ones(sweep, viewer, client):
     client.force_login(viewer)
-    html = points(client, sweep, sort="-decode_tok_s").content.decode()
+    html = points(client, sweep, sort="-decode_tok_s", cols=DEFAULT_COLUMNS + ("server_decode_tok_s",)).content.decode()
     rows = re.findall(r'<tr class="point-row".*?</tr>', html, re.S)
     fastest = rows[0]
     assert "#3 </span>ddtree budget=15 topk_cap=8 TP4" in fastest
@@ -174,12 +176,34 @@ def test_the_points_partial_writes_values_reasons_and_the_missing_ones(sweep, vi
     assert '<td class="num">6.25</td>' in fastest  # 1000 / 160 ms
     # Not ok: the status and its reason, and a dash (never a 0) in every measured column.
     crashed = next(row for row in rows if 'data-status="crashed"' in row)
+    # The reason on one line (the page's CSS cuts it), whole on hover.
     assert ('<span class="badge p-crashed" title="crashed">Crashed (server died during it)</span>'
-            '<span class="reason"> crashed reason ddtree TP4 #0</span>') in crashed
-    assert crashed.count('<span class="muted" title="Crashed (server died during it)">—</span>') == len(METRIC_COLUMNS)
+            '<span class="reason" data-field="reason" title="crashed reason ddtree TP4 #0">crashed reason ddtree TP4 #0</span>'
+            ) in crashed
+    assert crashed.count('<span class="muted" title="Crashed (server died during it)">—</span>') == len(DEFAULT_COLUMNS) + 1
     assert '<td class="num">its own</td>' in fastest  # fibonacci: a fixed prompt has no target length
     assert 'title="not measured for this point">—</span>' in fastest  # ok, but no median TTFT
     assert 'title="the server reported none for this point">—</span>' in fastest  # ok, but no server count
+
+
+def test_the_points_partial_shows_the_chosen_columns_and_its_chooser_ticks_them(sweep, viewer, client):
+    client.force_login(viewer)
+    html = points(client, sweep).content.decode()
+    head = re.findall(r'data-sort="(\w+)"', html)
+    assert [name for name in head if name in METRIC_COLUMNS] == list(DEFAULT_COLUMNS)
+    ticked = re.findall(r'<input type="checkbox" name="cols" value="(\w+)" checked>', html)
+    assert ticked == list(DEFAULT_COLUMNS)
+    html = points(client, sweep, cols=["p99_itl_ms", "duration"]).content.decode()
+    head = re.findall(r'data-sort="(\w+)"', html)
+    assert [name for name in head if name in METRIC_COLUMNS] == ["p99_itl_ms", "duration"]
+    rows = re.findall(r'<tr class="point-row".*?</tr>', html, re.S)
+    assert all(row.count('<td class="num"') == 2 + 1 + 2 for row in rows)  # prompt, concurrency; n; the two
+    assert re.findall(r'<input type="checkbox" name="cols" value="(\w+)" checked>', html) == ["p99_itl_ms", "duration"]
+    # None ticked: the leading columns only, and a bad column is a 400 that says which.
+    html = points(client, sweep, cols="").content.decode()
+    assert not [name for name in re.findall(r'data-sort="(\w+)"', html) if name in METRIC_COLUMNS]
+    response = points(client, sweep, cols="reason")
+    assert response.status_code == 400 and "unknown column &#x27;reason&#x27;" in response.content.decode()
 
 
 def test_the_points_headers_ask_for_the_next_sort(sweep, viewer, client):

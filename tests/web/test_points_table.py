@@ -7,7 +7,7 @@ import pytest
 from django.urls import reverse
 
 from runs.models import Point, Run
-from runs.results.points_table import MAX_PER_PAGE, SORT_COLUMNS, parse_query, points_table
+from runs.results.points_table import DEFAULT_COLUMNS, MAX_PER_PAGE, SORT_COLUMNS, parse_query, points_table
 from tests.web.sweeps import add_run, make_sweep
 
 
@@ -188,7 +188,7 @@ def test_the_table_uses_a_constant_number_of_queries(catalog, viewer, client, ru
 def test_parse_query_defaults():
     assert parse_query({}) == {
         "sort": "run", "status": "", "workload": "", "method": "", "tp": None, "run": None, "validity": "",
-        "valid_only": False, "q": "",
+        "valid_only": False, "q": "", "cols": list(DEFAULT_COLUMNS),
         "page": 1, "per_page": 100,
     }
 

@@ -20,7 +20,7 @@ from runs.queryparams import (
     QueryForm,
     TextParam,
 )
-from runs.results.points_table import TableQueryError, parse_query
+from runs.results.points_table import DEFAULT_COLUMNS, TableQueryError, parse_query
 
 
 class Example(QueryForm):
@@ -76,11 +76,20 @@ def test_values_are_read_as_sent():
 def test_the_points_table_parameters_raise_its_own_error():
     assert parse_query(q("sort=%20-decode_tok_s%20&status=ok&page=2")) == {
         "sort": "-decode_tok_s", "status": "ok", "workload": "", "method": "", "tp": None, "run": None,
-        "validity": "", "valid_only": False, "q": "",
+        "validity": "", "valid_only": False, "q": "", "cols": list(DEFAULT_COLUMNS),
         "page": 2, "per_page": 100,
     }
     with pytest.raises(TableQueryError, match="^unknown sort column 'x'.*prefix - for descending"):
         parse_query(q("sort=-x&page=0"))
+
+
+def test_the_points_table_columns_are_chosen_once_each_in_table_order_and_blank_means_none():
+    assert parse_query(q("cols=p99_itl_ms&cols=decode_tok_s,p99_itl_ms"))["cols"] == ["p99_itl_ms", "decode_tok_s"]
+    # The chooser sends a blank value beside its boxes: with none ticked, no measured column.
+    assert parse_query(q("cols="))["cols"] == []
+    assert parse_query(q("cols=&cols=accept_length"))["cols"] == ["accept_length"]
+    with pytest.raises(TableQueryError, match="^unknown column 'reason': choose among decode_tok_s, "):
+        parse_query(q("cols=decode_tok_s,reason"))
 
 
 def test_history_parameters_carry_the_series_and_config_overrides_method_and_params():

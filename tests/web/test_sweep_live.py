@@ -86,7 +86,8 @@ def test_it_shows_a_run_failure_kind_beside_its_cause_on_the_page_and_in_progres
     html = client.get(reverse("sweep-detail", args=[sweep.pk])).content.decode()
     row = html[html.index(f'id="run-{crashed.pk}"'):html.index(f'id="run-{waiting.pk}"')]
     assert '<span class="badge r-crashed failure-kind" data-field="failure-kind">CUDA illegal instruction</span>' in row
-    assert '<span data-field="reason">CUDA error: an illegal instruction was encountered</span>' in row
+    cause = "CUDA error: an illegal instruction was encountered"
+    assert f'<span data-field="reason" title="{cause}">{cause}</span>' in row
     # A run that has not failed shows no kind (the live partial sends the row again when it does).
     after = html[html.index(f'id="run-{waiting.pk}"'):]
     assert 'data-field="failure-kind"' not in after[:after.index("</tbody>")]

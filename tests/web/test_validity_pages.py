@@ -82,7 +82,8 @@ def test_the_points_table_writes_the_interval_beside_the_median(sweep, viewer, c
 def test_a_simulated_point_says_so_in_the_table(sweep, viewer, client):
     client.force_login(viewer)
     html = points_html(client, sweep)
-    assert "simulated (model time, ×0.1)" in row_of(html, sweep.ids["suspect"])
+    assert 'title="simulated: measured on a simulator at ×0.1 real time; its figures are in model time">sim ×0.1</span>' in row_of(
+        html, sweep.ids["suspect"])
     assert "simulated" not in row_of(html, sweep.ids["valid"])
 
 
