@@ -5,7 +5,7 @@ from django.contrib import admin, messages
 from django.core.paginator import Paginator
 from django.db import connection
 from django.db.models import Count, Q, Value
-from django.db.models.functions import Coalesce, Concat
+from django.db.models.functions import Concat
 from django.http import HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import reverse
@@ -26,6 +26,7 @@ from runs.models import (
     Run,
     RunEvent,
     TelemetrySample,
+    ran_on_field,
 )
 from runs.results.exports import export_response
 from runs.tokens import new_token
@@ -266,7 +267,7 @@ class RunAdmin(CurationAdmin):
     inlines = [PointInline, RunEventInline]
     actions = CurationAdmin.actions + ["rerun"]
 
-    @admin.display(description="GPU model", ordering=Coalesce("host__gpu_model", "sweep__host__gpu_model"))
+    @admin.display(description="GPU model", ordering=ran_on_field("gpu_model"))
     def gpu_model(self, obj):
         return obj.ran_on.gpu_model or "CPU"
 

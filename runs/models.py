@@ -7,6 +7,7 @@ Measured numbers are plain columns so they can be filtered, aggregated and chart
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from benchmarks.models import FailureKind, KnownFailure, Method, Sweep, Workload, enum_choices
@@ -31,6 +32,12 @@ class Curated(models.Model):
 
     class Meta:
         abstract = True
+
+
+def ran_on_field(field, path=""):
+    """A query expression of ``Run.ran_on``'s ``field`` (``name``, ``gpu_model``), for a query
+    of runs (``path`` "") or of what hangs from them (``path`` "run__" for points)."""
+    return Coalesce(f"{path}host__{field}", f"{path}sweep__host__{field}")
 
 
 class Run(Curated):
@@ -110,7 +117,7 @@ class Run(Curated):
     @property
     def ran_on(self):
         """The host the run was driven on; a run never claimed (planned, imported, or from
-        before runs recorded their host) is its sweep's."""
+        before runs recorded their host) is its sweep's. In a query: ``ran_on_field(field)``."""
         return self.host if self.host_id is not None else self.sweep.host
 
     def save(self, *args, **kwargs):

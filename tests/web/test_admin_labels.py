@@ -83,13 +83,13 @@ def test_the_run_list_shows_configurations_sorts_and_filters_by_them(catalog, cu
     page = client.get(url).content.decode()
     assert "ddtree budget=8 topk_cap=8 TP1" in page and "dflash block_size=16 TP1" in page
     assert JSON not in page and "Configuration" in page
-    # The configuration column (third: id, sweep, configuration) sorts by method, then parameters.
-    ordered = client.get(url, {"o": "3"}).content.decode()
-    at = [ordered.index(label) for label in ("autoregressive TP1", "ddtree budget=8", "dflash block_size=16")]
-    assert at == sorted(at)
-    descending = client.get(url, {"o": "-3"}).content.decode()
-    at = [descending.index(label) for label in ("autoregressive TP1", "ddtree budget=8", "dflash block_size=16")]
-    assert at == sorted(at, reverse=True)
+    # The configuration column (third after the checkbox: id, sweep, configuration) sorts by
+    # method, then parameters.
+    labels = ("autoregressive TP1", "ddtree budget=8", "dflash block_size=16")
+    for order, ascending in (("3", True), ("-3", False)):
+        rows = client.get(url, {"o": order}).content.decode().split('id="result_list"', 1)[1]
+        at = [rows.index(label) for label in labels]
+        assert at == sorted(at, reverse=not ascending)
     filtered = client.get(url, {"method__exact": "dflash"}).content.decode()
     assert "dflash block_size=16 TP1" in filtered and "ddtree budget=8" not in filtered
 
@@ -143,3 +143,15 @@ def test_a_run_page_titles_its_points_without_a_query_per_point(catalog, curator
                              max_new_tokens=64, concurrency=4)
     _, many = page_queries(client, url)
     assert many == few
+
+
+def test_the_run_list_shows_the_gpu_of_the_host_the_run_ran_on(catalog, curator, client):
+    sweep = make_sweep()
+    make_run(sweep, 0)  # never claimed: its sweep's host
+    other = Host.objects.create(name="b200-box", gpu_model="NVIDIA B200", gpu_count=8, compute_capability="10.0")
+    make_run(sweep, 1, "autoregressive", {}, host=other)
+    client.force_login(curator)
+    page = client.get(reverse("admin:runs_run_changelist"), {"o": "7"}).content.decode()
+    rows = page.split('id="result_list"', 1)[1]  # the list, not the filters beside it
+    assert "NVIDIA B200" in rows and sweep.host.gpu_model in rows
+    assert rows.index("NVIDIA B200") < rows.index(sweep.host.gpu_model)  # sorted by that GPU model
