@@ -86,6 +86,7 @@ SGLANG = sglang.FORMAT
 SGLANG_ONE_BATCH = sglang_one_batch.FORMAT
 FORMATS = (VLLM, SGLANG, SGLANG_ONE_BATCH)
 FORMAT_DESCRIPTIONS = {m.FORMAT: m.DESCRIPTION for m in (vllm, sglang, sglang_one_batch)}
+FORMAT_DETAILS = {m.FORMAT: m.DETAILS for m in (vllm, sglang, sglang_one_batch)}
 PARSERS = {m.FORMAT: m.parse for m in (vllm, sglang, sglang_one_batch)}
 
 
@@ -140,6 +141,6 @@ def parse(filename: str, text: str, fmt: str | None = None) -> ImportedFile:
 
 
 __all__ = [
-    "FORMATS", "FORMAT_DESCRIPTIONS", "ImportFileError", "ImportRefused", "ImportedFile", "ImportedPoint",
-    "ImportedRequest", "decode", "detect_format", "parse",
+    "FORMATS", "FORMAT_DESCRIPTIONS", "FORMAT_DETAILS", "ImportFileError", "ImportRefused", "ImportedFile",
+    "ImportedPoint", "ImportedRequest", "decode", "detect_format", "parse",
 ]
