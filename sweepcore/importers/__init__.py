@@ -53,8 +53,12 @@ Points and runs
 ---------------
 A point's workload is the file's dataset name (``dataset_name``; vLLM writes none unless
 ``--metadata dataset_name=...``: then ``unnamed-dataset``); random-token datasets are
-*synthetic* workloads whose ``prompt_tokens`` is the target input length, others are
-*dataset* workloads without one.  ``concurrency`` is ``max_concurrency`` when the run set
+*synthetic* workloads whose ``prompt_tokens`` is the target input length (where the file
+does not say it, as vLLM's does not, the requests' one length, else their mean:
+``extra.prompt_tokens_from`` says so), others are *dataset* workloads without one.
+``actual_prompt_tokens`` is the requests' prompt length, or their mean where they differ
+(from the records, else ``total_input_tokens`` / ``completed``), as a measured dataset
+point stores it.  ``concurrency`` is ``max_concurrency`` when the run set
 one, else ``num_prompts`` (every request may be in flight; ``extra.concurrency_unbounded``).
 A finite request rate is an open-loop run: it is stored in the point's ``request_rate``
 and in its run's ``params`` (``{"request_rate": 4.0}``), so points at different rates

@@ -261,6 +261,49 @@ def test_an_imported_sweep_has_its_charts_and_compares(viewer, catalog, client):
     assert response.status_code == 200
 
 
+def vllm_summary(**changes):
+    """The sample vLLM file without `--save-detailed`: summary figures, no per-request arrays."""
+    raw = json.loads(text(VLLM_FILE))
+    for name in ("input_lens", "output_lens", "ttfts", "itls", "start_times", "generated_texts", "errors"):
+        raw.pop(name)
+    raw.update(changes)
+    return json.dumps({k: v for k, v in raw.items() if v is not None}).encode()
+
+
+def test_an_imported_summary_draws_no_empty_decode_chart_and_says_why(catalog):
+    # One of its five requests failed: the point is invalid. It has no decode speed to
+    # withhold, so it is no marker on a decode chart of nothing (an empty 0-1 axis).
+    sweep = import_file("summary.json", vllm_summary(), host="h200-box").sweep
+    data = sweep_charts(sweep.pk)
+    assert Point.objects.get(run__sweep=sweep).validity == "invalid"
+    assert [c["id"] for c in data["charts"]] == []
+    assert data["omitted"] == [{
+        "id": "decode_tok_s", "title": "Decode speed per configuration",
+        "reason": "the imported summaries have no per-request timings, which decode speed is computed from "
+                  "(vllm bench serve writes them with --save-detailed, SGLang bench_serving with --output-details)",
+    }]
+    # Its latencies are in the file: that chart has the invalid marker, on each statistic.
+    latency = sweep_charts(sweep.pk, family="latency")["charts"]
+    assert [c["id"] for c in latency] == ["latency:random 1024 c2"]
+    assert [len(d["data"]) for d in latency[0]["datasets"] if d["kind"] == "marker"] == [4]
+
+
+def test_an_imported_point_is_named_by_what_the_file_says_of_it(catalog):
+    # The file names no dataset: the category says so, with the load the file gives.
+    sweep = import_file("summary.json", vllm_summary(dataset_name=None, failed=0, completed=5),
+                        host="h200-box").sweep
+    point = Point.objects.get(run__sweep=sweep)
+    assert (point.workload.name, point.prompt_tokens, point.actual_prompt_tokens) == ("unnamed-dataset", None, 819)
+    data = sweep_charts(sweep.pk)
+    assert data["families"][0]["charts"] == [
+        {"id": "latency:unnamed-dataset c2", "title": "TPOT and ITL, median and p99: unnamed-dataset c2"}]
+    assert "unspecified" not in json.dumps(data)
+    assert data["omitted"][0]["reason"].startswith("the imported summaries have no per-request timings")
+    # With the details, decode speeds come from the records and the chart is drawn.
+    detailed = import_file(VLLM_FILE.name, VLLM_FILE.read_bytes(), host="h200-box").sweep
+    assert [c["id"] for c in sweep_charts(detailed.pk)["charts"]] == ["decode_tok_s"]
+
+
 # --- the upload form ---------------------------------------------------------------------
 
 
