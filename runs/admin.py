@@ -32,8 +32,8 @@ from runs.results.exports import export_response
 from runs.tokens import new_token
 
 CURATION_FIELDS = ("excluded", "exclude_reason", "is_baseline", "notes")
-# A configuration column sorts by method, then parameters, then TP (as the labels read).
-CONFIG_ORDER = Concat("method", Value(" "), "params_key", Value(" "), "tp")
+# A configuration column sorts by method, then parameters (as the labels read).
+CONFIG_ORDER = Concat("method", Value(" "), "params_key")
 ESTIMATE_ABOVE_ROWS = 10_000
 UNMEASURED = (PointStatus.PLANNED, PointStatus.SKIPPED)  # what a plan makes; any other status is a result
 MANY = 10**15  # the count of a list whose total is not known (EstimatedCountPaginator)
