@@ -8,7 +8,7 @@ from django.db.models import Q
 from django.urls import reverse
 
 from sweepcore import kinds
-from sweepcore.methods import AUTOREGRESSIVE, LAUNCHABLE, REGISTRY, constant_name
+from sweepcore.methods import AUTOREGRESSIVE, LAUNCHABLE, REGISTRY, config_label, constant_name
 from sweepcore.plan import canonical_params
 from sweeplab.celery import host_queue
 
@@ -257,7 +257,11 @@ class KnownFailure(models.Model):
         ]
 
     def __str__(self):
-        return f"{self.engine_kind} {self.method} {self.params_key} TP{self.tp}: {self.failure_kind}"
+        return f"{self.get_engine_kind_display()} {self.config_label}: {self.get_failure_kind_display()}"
+
+    @property
+    def config_label(self):
+        return config_label(self.method, self.params, self.tp)
 
     def save(self, *args, **kwargs):
         self.params_key = canonical_params(self.params)

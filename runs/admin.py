@@ -4,7 +4,8 @@ import io
 from django.contrib import admin, messages
 from django.core.paginator import Paginator
 from django.db import connection
-from django.db.models import Count, Q
+from django.db.models import Count, Q, Value
+from django.db.models.functions import Concat
 from django.http import HttpResponse
 from django.template.response import TemplateResponse
 from django.urls import reverse
@@ -25,11 +26,14 @@ from runs.models import (
     Run,
     RunEvent,
     TelemetrySample,
+    ran_on_field,
 )
 from runs.results.exports import export_response
 from runs.tokens import new_token
 
 CURATION_FIELDS = ("excluded", "exclude_reason", "is_baseline", "notes")
+# A configuration column sorts by method, then parameters (as the labels read).
+CONFIG_ORDER = Concat("method", Value(" "), "params_key")
 ESTIMATE_ABOVE_ROWS = 10_000
 UNMEASURED = (PointStatus.PLANNED, PointStatus.SKIPPED)  # what a plan makes; any other status is a result
 MANY = 10**15  # the count of a list whose total is not known (EstimatedCountPaginator)
@@ -218,6 +222,13 @@ class CurationAdmin(BigTableAdmin):
                         curation.annotate)
 
 
+@admin.display(description="Configuration", ordering=CONFIG_ORDER)
+def configuration(obj):
+    """The run's or known failure's configuration as every page names it (config_label),
+    never its parameters' JSON."""
+    return obj.config_label
+
+
 class PointInline(admin.TabularInline):
     model = Point
     fields = ("position", "workload", "prompt_tokens", "concurrency", "status", "reason", "decode_tok_s",
@@ -228,6 +239,10 @@ class PointInline(admin.TabularInline):
     max_num = 0
     can_delete = False
     show_change_link = True
+
+    def get_queryset(self, request):
+        # Each row is titled with its point (Point.__str__: the workload and the run).
+        return super().get_queryset(request).select_related("workload", "run")
 
 
 class RunEventInline(admin.TabularInline):
@@ -242,19 +257,19 @@ class RunEventInline(admin.TabularInline):
 
 @admin.register(Run)
 class RunAdmin(CurationAdmin):
-    list_display = ("id", "sweep", "method", "params_key", "tp", "attempt", "status", "failure_kind", "gpu_model",
+    list_display = ("id", "sweep", configuration, "attempt", "status", "failure_kind", "gpu_model",
                     "excluded", "is_baseline", "started_at")
     list_filter = ("status", "failure_kind", "sweep__host", "sweep__host__gpu_model", "method", "tp", "excluded",
                    "is_baseline")
-    list_select_related = ("sweep", "sweep__host")
+    list_select_related = ("sweep", "sweep__host", "host")
     search_fields = ("sweep__name", "failure_cause", "reason", "engine_version")
     date_hierarchy = "created_at"
     inlines = [PointInline, RunEventInline]
     actions = CurationAdmin.actions + ["rerun"]
 
-    @admin.display(description="GPU model", ordering="sweep__host__gpu_model")
+    @admin.display(description="GPU model", ordering=ran_on_field("gpu_model"))
     def gpu_model(self, obj):
-        return obj.sweep.host.gpu_model or "CPU"
+        return obj.ran_on.gpu_model or "CPU"
 
     def has_rerun_permission(self, request):
         return request.user.has_perm("benchmarks.curate_results") and request.user.has_perm("benchmarks.launch_sweep")
@@ -307,7 +322,7 @@ class ReadOnlyAdmin(BigTableAdmin):
 class RequestRecordAdmin(ReadOnlyAdmin):
     list_display = ("id", "point", "index", "output_tokens", "error_kind", "http_status")
     list_filter = ("error_kind",)
-    list_select_related = ("point",)
+    list_select_related = ("point__workload", "point__run")
 
 
 @admin.register(TelemetrySample)
@@ -405,7 +420,7 @@ class KnownFailureAdmin(admin.ModelAdmin):
     """Quarantines are lifted and re-imposed by the actions (each asks why and is
     recorded), never by editing the record."""
 
-    list_display = ("engine_kind", "llm", "method", "params_key", "tp", "compute_capability", "failure_kind",
+    list_display = ("engine_kind", "llm", configuration, "compute_capability", "failure_kind",
                     "seen_count", "active", "last_seen_at")
     list_filter = ("active", "failure_kind", "engine_kind", "method", "tp", "compute_capability")
     list_select_related = ("llm",)

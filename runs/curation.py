@@ -31,8 +31,7 @@ def target_of(obj):
 
 def label_of(obj):
     if isinstance(obj, Point):
-        length = f" {obj.prompt_tokens} tokens" if obj.prompt_tokens is not None else ""
-        return f"point {obj.pk}: {obj.run.config_label}, {obj.workload.name}{length} x{obj.concurrency}, sweep {obj.run.sweep_id}"
+        return f"point {obj.pk}: {obj.run.config_label}, {obj.label}, sweep {obj.run.sweep_id}"
     if isinstance(obj, Run):
         return f"run {obj.pk}: {obj.config_label}, attempt {obj.attempt}, sweep {obj.sweep_id}"
     return str(obj)[:300]

@@ -17,16 +17,36 @@ HISTORY_MAX_WINDOW = 100
 class ImportForm(forms.Form):
     """The upload form of a vLLM / SGLang result file (runs.imports does the work)."""
 
-    file = forms.FileField(help_text="A vLLM bench serve --save-result JSON file or an SGLang JSONL file.")
+    file = forms.FileField(
+        label="Result file",
+        help_text=f"JSON or JSON Lines, up to {IMPORT_MAX_BYTES >> 20} MiB. Nothing of a file with an error "
+                  "anywhere is stored.",
+    )
     format = forms.ChoiceField(
         required=False,
         choices=[("", "detect from the file")] + [(f, FORMAT_DESCRIPTIONS[f].replace("`", "")) for f in FORMATS],
+        help_text="Told apart by the file's fields; name it if the detection fails.",
     )
-    host = forms.ChoiceField(help_text="The host that ran the benchmark.")
-    model = forms.ChoiceField(required=False, help_text="Default: the model the file names.")
-    engine = forms.ChoiceField(required=False, help_text="Default: the only engine of the file's kind.")
-    tp = forms.IntegerField(required=False, min_value=1, label="TP", help_text="When the file does not say (default 1).")
-    workload = forms.ChoiceField(required=False, help_text="Default: the file's dataset.")
+    host = forms.ChoiceField(help_text="The machine that ran the benchmark: no result file names it.")
+    model = forms.ChoiceField(
+        required=False, help_text="Default: the model the file names, matched to a model's name or path.")
+    engine = forms.ChoiceField(
+        required=False, help_text="Default: the only engine of the file's kind (vLLM or SGLang).")
+    tp = forms.IntegerField(required=False, min_value=1, label="TP",
+                            help_text="Tensor-parallel size, where the file does not say (default 1).")
+    workload = forms.ChoiceField(
+        required=False, help_text="Default: the dataset the file names (a new workload if it is not in the catalog).")
+
+    # The page's groups of fields, in order.
+    SECTIONS = (
+        ("The file", ("file", "format")),
+        ("What it ran on", ("host", "model", "engine", "tp")),
+        ("What it measured", ("workload",)),
+    )
+
+    def sections(self):
+        """(title, bound fields) per group of SECTIONS, for the template."""
+        return [(title, [self[name] for name in names]) for title, names in self.SECTIONS]
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)

@@ -63,7 +63,13 @@ from sweepcore.plan import canonical_params
 
 
 class CatalogError(ImportRefused):
-    """The host, model or engine to file the results under is missing or ambiguous."""
+    """The host, model or engine to file the results under is missing or ambiguous.
+    ``field`` names which (``host``, ``model``, ``engine``, ``tp``): the upload form shows
+    the message beside that field."""
+
+    def __init__(self, message, field):
+        super().__init__(message)
+        self.field = field
 
 
 @dataclass
@@ -105,11 +111,11 @@ def _names(queryset, field="name"):
 def _host(name):
     if not name:
         raise CatalogError(
-            f"the file does not say which host ran it: pass --host NAME (known hosts: {_names(Host.objects)})"
+            f"the file does not say which host ran it: pass --host NAME (known hosts: {_names(Host.objects)})", "host"
         )
     host = Host.objects.filter(name=name).first()
     if host is None:
-        raise CatalogError(f"--host: no host named {name!r} (known hosts: {_names(Host.objects)})")
+        raise CatalogError(f"--host: no host named {name!r} (known hosts: {_names(Host.objects)})", "host")
     return host
 
 
@@ -117,14 +123,14 @@ def _llm(name, from_file):
     wanted = name or from_file
     if not wanted:
         raise CatalogError(
-            f"the file does not name its model: pass --model NAME (known models: {_names(LLM.objects)})"
+            f"the file does not name its model: pass --model NAME (known models: {_names(LLM.objects)})", "model"
         )
     llm = LLM.objects.filter(name=wanted).first() or LLM.objects.filter(path=wanted).order_by("pk").first()
     if llm is None:
         source = "--model" if name else "the file's model"
         raise CatalogError(
             f"{source} {wanted!r} is not in the catalog (known models: {_names(LLM.objects)}); "
-            "pass --model NAME, or ask an admin to add it"
+            "pass --model NAME, or ask an admin to add it", "model"
         )
     return llm
 
@@ -133,12 +139,13 @@ def _engine(name, kind):
     if name:
         engine = Engine.objects.filter(name=name).first()
         if engine is None:
-            raise CatalogError(f"--engine: no engine named {name!r} (known engines: {_names(Engine.objects)})")
+            raise CatalogError(f"--engine: no engine named {name!r} (known engines: {_names(Engine.objects)})",
+                               "engine")
         return engine
     if kind is None:
         raise CatalogError(
             f"the file does not say which engine served it: pass --engine NAME "
-            f"(known engines: {_names(Engine.objects)})"
+            f"(known engines: {_names(Engine.objects)})", "engine"
         )
     candidates = list(Engine.objects.filter(kind=kind).order_by("name"))
     if len(candidates) == 1:
@@ -146,7 +153,7 @@ def _engine(name, kind):
     if candidates:
         raise CatalogError(
             f"several {kind} engines could have served it ({', '.join(e.name for e in candidates)}): "
-            "pass --engine NAME"
+            "pass --engine NAME", "engine"
         )
     engine, _ = Engine.objects.get_or_create(
         name=f"imported-{kind}",
@@ -197,7 +204,7 @@ def import_file(name, data, fmt=None, host=None, model=None, user=None, engine=N
     if found is not None:
         return _already(found)
     if tp is not None and tp < 1:
-        raise CatalogError(f"--tp: expected a positive integer, got {tp}")
+        raise CatalogError(f"--tp: expected a positive integer, got {tp}", "tp")
     if workload:
         for point in parsed.points:
             point.workload = workload
@@ -224,7 +231,8 @@ def _store(parsed, filename, digest, host_name, model_name, user, engine_name, t
     models_in_file = {p.model for p in parsed.points if p.model}
     llm = _llm(model_name, sorted(models_in_file)[0] if len(models_in_file) == 1 else None)
     if not model_name and len(models_in_file) > 1:
-        raise CatalogError(f"the file names several models ({', '.join(sorted(models_in_file))}): pass --model NAME")
+        raise CatalogError(f"the file names several models ({', '.join(sorted(models_in_file))}): pass --model NAME",
+                           "model")
     engine = _engine(engine_name, _engine_kind(parsed))
     now = timezone.now()
     dates = [p.measured_at for p in parsed.points if p.measured_at]

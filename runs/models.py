@@ -7,6 +7,7 @@ Measured numbers are plain columns so they can be filtered, aggregated and chart
 from django.conf import settings
 from django.db import models
 from django.db.models import Q
+from django.db.models.functions import Coalesce
 from django.utils import timezone
 
 from benchmarks.models import FailureKind, KnownFailure, Method, Sweep, Workload, enum_choices
@@ -14,7 +15,7 @@ from runs.managers import RunManager
 from sweepcore import kinds
 from sweepcore.methods import config_label
 from sweepcore.metrics import LATENCY_FIELDS
-from sweepcore.plan import canonical_params
+from sweepcore.plan import canonical_params, point_label
 
 RunStatus = enum_choices(kinds.RunStatus, __name__)
 PointStatus = enum_choices(kinds.PointStatus, __name__)
@@ -31,6 +32,12 @@ class Curated(models.Model):
 
     class Meta:
         abstract = True
+
+
+def ran_on_field(field, path=""):
+    """A query expression of ``Run.ran_on``'s ``field`` (``name``, ``gpu_model``), for a query
+    of runs (``path`` "") or of what hangs from them (``path`` "run__" for points)."""
+    return Coalesce(f"{path}host__{field}", f"{path}sweep__host__{field}")
 
 
 class Run(Curated):
@@ -100,11 +107,18 @@ class Run(Curated):
         ]
 
     def __str__(self):
-        return f"{self.sweep_id}/{self.config_label}"
+        attempt = f" attempt {self.attempt}" if self.attempt > 1 else ""
+        return f"#{self.sweep_id} {self.config_label}{attempt}"
 
     @property
     def config_label(self):
         return config_label(self.method, self.params, self.tp)
+
+    @property
+    def ran_on(self):
+        """The host the run was driven on; a run never claimed (planned, imported, or from
+        before runs recorded their host) is its sweep's. In a query: ``ran_on_field(field)``."""
+        return self.host if self.host_id is not None else self.sweep.host
 
     def save(self, *args, **kwargs):
         self.params_key = canonical_params(self.params)
@@ -238,9 +252,15 @@ class Point(Curated):
         ]
 
     def __str__(self):
-        length = self.prompt_tokens if self.prompt_tokens is not None else "-"
-        load = f"x{self.concurrency}" if self.request_rate is None else f"@{self.request_rate:g}/s"
-        return f"{self.workload_id}@{length}{load}"
+        """What was measured and on which configuration, e.g. ``fibonacci, fixed prompt, c=4 —
+        ddtree budget=15 topk_cap=8 TP1``. It reads the workload and the run: a list of points
+        selects them with it (the admin's list_select_related), or pays a query each."""
+        return f"{self.label} — {self.run.config_label}"
+
+    @property
+    def label(self):
+        return point_label(self.workload.name, self.prompt_tokens, self.concurrency, self.request_rate,
+                           self.workload.kind)
 
 
 class RequestRecord(models.Model):
@@ -294,6 +314,9 @@ class TelemetrySample(models.Model):
             # Run charts: GPU memory and power over a run's time.
             models.Index(fields=["run", "at"], name="telemetry_run_at_idx"),
         ]
+
+    def __str__(self):
+        return f"GPU {self.gpu_index} of run {self.run_id} at {self.at:%Y-%m-%d %H:%M:%S}"
 
 
 class GpuLease(models.Model):
@@ -372,7 +395,7 @@ class RunEvent(models.Model):
         ]
 
     def __str__(self):
-        return f"{self.kind} at {self.at:%H:%M:%S}"
+        return f"{self.get_kind_display()} at {self.at:%Y-%m-%d %H:%M:%S}"
 
 
 class CurationAction(models.TextChoices):
@@ -417,7 +440,7 @@ class CurationEvent(models.Model):
         ]
 
     def __str__(self):
-        return f"{self.get_action_display()}: {self.target_type} {self.target_id}"
+        return f"{self.get_action_display()}: {self.target_label or f'{self.target_type} {self.target_id}'}"
 
 
 class ApiToken(models.Model):

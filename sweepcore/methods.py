@@ -16,6 +16,7 @@ Each entry says everything the rest of the code asks about a method:
   the ``server_info`` fields that carry its parameters.
 """
 
+import json
 from dataclasses import dataclass, field
 
 AUTOREGRESSIVE = "autoregressive"
@@ -209,8 +210,13 @@ def imported_method(algorithm):
 
 
 def config_label(method, params, tp=None):
-    """How a configuration is named in tables, charts and messages: the method, its
-    parameters (sorted by name) and the TP size, e.g. ``ddtree budget=15 topk_cap=8 TP1``."""
+    """How a configuration is named in tables, charts, the admin and messages: the method,
+    its parameters (sorted by name) and the TP size, e.g. ``ddtree budget=15 topk_cap=8 TP1``.
+
+    ``params``: a dict, or its canonical JSON (``Run.params_key``, ``KnownFailure.params_key``),
+    so that a query of keys alone is labelled here too and no page prints the JSON."""
+    if isinstance(params, str):
+        params = json.loads(params) if params else {}
     values = " ".join(f"{k}={v}" for k, v in sorted((params or {}).items()))
     parts = [method, values] + ([f"TP{tp}"] if tp is not None else [])
     return " ".join(part for part in parts if part)

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 from sweepcore.kinds import PointStatus, RunStatus
 from sweepcore.methods import config_label
-from sweepcore.spec import SpecError, configurations
+from sweepcore.spec import WORKLOAD_DATASET, WORKLOAD_FIXED, SpecError, configurations
 
 MAX_POINTS = 10_000
 
@@ -107,6 +107,23 @@ class Plan:
 def canonical_params(params):
     """One string per parameter set: the key of quarantine and history lookups."""
     return json.dumps(params or {}, sort_keys=True, separators=(",", ":"))
+
+
+# What a point of a workload without a target length is measured on, in words.
+LENGTH_OF_KIND = {WORKLOAD_FIXED: "fixed prompt", WORKLOAD_DATASET: "dataset"}
+
+
+def point_label(workload, prompt_tokens, concurrency, request_rate=None, workload_kind=None):
+    """How a point is named where it stands alone (the admin, messages): its workload, its
+    prompt length (or what sets it: a fixed prompt, a dataset) and its load, e.g.
+    ``fibonacci, fixed prompt, c=4``, ``long-context, 32,000 tokens, 2 req/s (cap 64)``."""
+    parts = [workload]
+    if prompt_tokens is not None:
+        parts.append(f"{prompt_tokens:,} tokens")
+    elif workload_kind in LENGTH_OF_KIND:
+        parts.append(LENGTH_OF_KIND[workload_kind])
+    parts.append(f"c={concurrency}" if request_rate is None else f"{request_rate:g} req/s (cap {concurrency})")
+    return ", ".join(parts)
 
 
 def matches(rule, method, params, tp):

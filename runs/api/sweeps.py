@@ -228,7 +228,8 @@ EXPORT_RESPONSES = {
 @router.get("/sweeps/{int:sweep_id}/export/{kind}", response={**DENIED, 404: ErrorOut},
             openapi_extra={"responses": EXPORT_RESPONSES}, tags=["sweeps"])
 def export(request, sweep_id: ID, kind: str):
-    """``kind``: points.csv, points.json (the points with their configuration) or
+    """``kind``: points.csv, points.json (the points with the model, engine, engine kind,
+    host and GPU model they ran on, and their configuration: runs.results.exports) or
     requests.jsonl (the raw request records); the same files as the sweep page's."""
 
     if kind not in EXPORT_KINDS:

@@ -25,7 +25,7 @@ The JSON shape (``build_charts``)::
                   "legend": {"group", "item"}}],  # once each; legend: grouped by method
      "families": [{"id", "title", "at_once", "charts": [{"id", "title"}]}],  # groups, on demand
      "family": "overview" | family id | None (one chart),         # what "charts" holds
-     "omitted": [{"id", "title"}],  # charts with no value and no marker: named, not drawn
+     "omitted": [{"id", "title", "reason"}],  # no value, no marker: named with why, not drawn
      "charts": [{"id", "family", "type": "bar" | "line", "title",
                  "group", "groupTitle", "panel": "TP4" | None,  # small multiples (below)
                  "x": {"label", "type": "category" | "linear"}, "y": {"label", "type"},
@@ -80,6 +80,7 @@ toggle hides items whose ``validity`` is not "valid".
 from collections import defaultdict, namedtuple
 from functools import partial
 
+from benchmarks.models import SweepSource
 from runs.models import Point, PointStatus, Run, Validity
 from runs.results import evidence
 from sweepcore.methods import AUTOREGRESSIVE, METHODS, REGISTRY, config_label
@@ -207,6 +208,8 @@ class Config:
         self.params = row["params"] or {}
         self.tp = row["tp"]
         self.position = row["position"]
+        # Imported from a result file: its points say no more than the file did.
+        self.imported = row["sweep__source"] == SweepSource.IMPORTED
         self.label = config_label(self.method, self.params, self.tp)
         self.attempt_shown = None  # the attempt, when the label names it (_disambiguate)
         self.colour = None
@@ -251,7 +254,7 @@ def load_configs(sweep_id=None, run_ids=None):
         run_ids = list(run_ids)
         runs = runs.filter(pk__in=run_ids)
     rows = runs.order_by("position", "attempt", "id").values(
-        "id", "sweep_id", "method", "params", "params_key", "tp", "position", "attempt"
+        "id", "sweep_id", "method", "params", "params_key", "tp", "position", "attempt", "sweep__source"
     )
     if run_ids is None:
         latest = {}
@@ -412,12 +415,14 @@ def _status_label(status):
     return str(PointStatus(status).label)
 
 
-def _failure(point):
+def _failure(point, field=None):
     """(status, reason) when a point has no value to draw: it failed, or its measurement is
-    invalid (the reason is then its verdict's reasons); else None."""
+    invalid (the reason is then its verdict's reasons); else None. With ``field``, an invalid
+    point that has no value of it at all (an imported summary has no decode speed) withholds
+    nothing from that chart: no marker there."""
     if point is not None and point["status"] in MARKER_STATUSES:
         return point["status"], point["reason"] or _status_label(point["status"])
-    if _is_ok(point) and point["validity"] == Validity.INVALID:
+    if _is_ok(point) and point["validity"] == Validity.INVALID and (field is None or point[field] is not None):
         return INVALID, evidence.reasons_text(point["validity_reasons"]) or INVALID_MARKER[2]
     return None
 
@@ -471,7 +476,9 @@ def _chart(chart_id, chart_type, title, x_label, y_label, datasets, labels=None,
 # Each family function lists its charts as Entry(family, id, title, build); ``build(id,
 # title)`` makes the chart, and is only called for the charts an answer holds.
 
-Entry = namedtuple("Entry", "family id title build group panel", defaults=(None, None))
+# ``metric``: the value the chart draws, to say why in words when it has none (build_charts'
+# "omitted"); None for a chart of several (latency).
+Entry = namedtuple("Entry", "family id title build group panel metric", defaults=(None, None, None))
 
 DECODE_TITLE = "Decode speed per configuration"
 SPEEDUP_TITLE = "Speedup over autoregressive at the same TP and point"
@@ -485,7 +492,7 @@ def decode_chart(configs, shapes, many, chart_id="decode_tok_s", title=DECODE_TI
         for shape, label in zip(shapes, labels):
             point = config.points.get(shape)
             data.append(_item(label, point, "decode_tok_s"))
-            failure = _failure(point)
+            failure = _failure(point, "decode_tok_s")
             if failure:
                 failures.append((label, config.label, *failure))
         datasets.append(config.dataset("bar", data))
@@ -526,10 +533,10 @@ def speedup_chart(configs, shapes, many, chart_id="speedup", title=SPEEDUP_TITLE
             if _measured(point) and _measured(base) and point["decode_tok_s"] and base["decode_tok_s"]:
                 item.update(_speedup(point, base, samples(), baseline.label))
             data.append(item)
-            failure = _failure(point)
+            failure = _failure(point, "decode_tok_s")
             if failure:
                 failures.append((label, config.label, *failure))
-            elif _is_ok(point) and item["y"] is None:
+            elif _is_ok(point) and point["decode_tok_s"] is not None and item["y"] is None:
                 if baseline is None:
                     why = f"no autoregressive run at TP{config.tp} in sweep #{config.sweep_id}"
                 elif base is None:
@@ -586,7 +593,7 @@ def _line_per_config(configs, xs_of, field):
             if point is None:
                 continue
             data.append(_item(x, point, field))
-            failure = _failure(point)
+            failure = _failure(point, field)
             if failure:
                 failures.append((x, config.label, *failure))
         if data:
@@ -616,7 +623,7 @@ def prompt_length_charts(configs, shapes, many):
             ("ttft_vs_prompt", "mean_ttft_ms", "Mean TTFT against prompt length"),
         ):
             entries.append(Entry("prompt_length", f"{chart_id}:{workload}{suffix}", f"{title}: {workload}{at}",
-                                 partial(prompt_length_chart, configs, xs_of, field)))
+                                 partial(prompt_length_chart, configs, xs_of, field), metric=field))
     return entries
 
 
@@ -630,9 +637,10 @@ def latency_chart(configs, shape, chart_id, title):
             continue
         datasets.append(config.dataset("bar", [_item(label, point, field)
                                                for (field, _), label in zip(LATENCY_SERIES, labels)]))
-        failure = _failure(point)
-        if failure:
-            failures.extend((label, config.label, *failure) for label in labels)
+        for (field, _), label in zip(LATENCY_SERIES, labels):
+            failure = _failure(point, field)
+            if failure:
+                failures.append((label, config.label, *failure))
     return _chart(chart_id, "bar", title, "statistic", "latency (ms)", datasets + _markers(failures),
                   labels=labels)
 
@@ -659,7 +667,7 @@ def _accept_lines(configs, workload):
             continue
         values = [p["accept_length"] for p in points if _measured(p) and p["accept_length"] is not None]
         value = significant(sum(values) / len(values)) if values else None
-        failed = [_failure(p) for p in points if _failure(p)]
+        failed = [_failure(p, "accept_length") for p in points if _failure(p, "accept_length")]
         failure = failed[0] if value is None and failed else None
         lines[(config.method, config.tp)].append((config.params[lookahead.param], value, failure, config))
     return lines
@@ -695,7 +703,7 @@ def accept_length_charts(configs, shapes, many):
             entries.append(Entry(
                 OVERVIEW, f"accept_length:{workload}",
                 f"Speculative accept length against DDTree budget / DFlash block size: {workload}",
-                partial(accept_length_chart, lines),
+                partial(accept_length_chart, lines), metric="accept_length",
             ))
     return entries
 
@@ -720,15 +728,17 @@ def concurrency_charts(configs, shapes, many):
         label = workload if prompt_tokens is None else f"{workload} {prompt_tokens}"
         entries.append(Entry("concurrency", f"throughput_vs_concurrency:{label}",
                              f"Output throughput against concurrency: {label}",
-                             partial(concurrency_chart, configs, sorted(xs_of))))
+                             partial(concurrency_chart, configs, sorted(xs_of)), metric="output_throughput"))
     return entries
 
 
 def overview_charts(configs, shapes, many):
     """Decode speed, and the speedup over autoregressive where there is both."""
-    entries = [Entry(OVERVIEW, "decode_tok_s", DECODE_TITLE, partial(decode_chart, configs, shapes, many))]
+    entries = [Entry(OVERVIEW, "decode_tok_s", DECODE_TITLE, partial(decode_chart, configs, shapes, many),
+                     metric="decode_tok_s")]
     if any(c.method == AUTOREGRESSIVE for c in configs) and any(c.method != AUTOREGRESSIVE for c in configs):
-        entries.append(Entry(OVERVIEW, "speedup", SPEEDUP_TITLE, partial(speedup_chart, configs, shapes, many)))
+        entries.append(Entry(OVERVIEW, "speedup", SPEEDUP_TITLE, partial(speedup_chart, configs, shapes, many),
+                             metric="decode_tok_s"))
     return entries
 
 
@@ -757,7 +767,7 @@ def _panels(family, configs, shapes, many):
         for entry in entries:
             order.setdefault(entry.id, len(order))
     panels = [
-        Entry(entry.family, f"{entry.id}@TP{tp}", f"{entry.title} · TP{tp}", entry.build, entry.id, f"TP{tp}")
+        entry._replace(id=f"{entry.id}@TP{tp}", title=f"{entry.title} · TP{tp}", group=entry.id, panel=f"TP{tp}")
         for tp, entries in per_tp for entry in entries
     ]
     return sorted(panels, key=lambda entry: order[entry.group])  # stable: TP order within a group
@@ -768,7 +778,9 @@ def chart_entries(configs):
     shapes = _shapes(configs)
     if not shapes:
         return []
-    many = len({shape[2] for shape in shapes}) > 1
+    # The concurrency is in a point's category where the sweep has several, and for an
+    # imported point, which nothing else on the page describes.
+    many = len({shape[2] for shape in shapes}) > 1 or any(c.imported for c in configs)
     entries = []
     for family in (overview_charts, prompt_length_charts, latency_charts, accept_length_charts, concurrency_charts):
         if family in PER_TP:
@@ -801,7 +813,7 @@ def build_charts(sweep_id=None, run_ids=None, family=None, chart=None):
         chosen = [entry for entry in entries if entry.family == family]
         if family == OVERVIEW and entries:
             decode_samples(configs)
-    built = [_built(entry) for entry in chosen]
+    built = [(entry, _built(entry)) for entry in chosen]
     listed, counts = defaultdict(dict), defaultdict(int)
     for entry in entries:
         if entry.family != OVERVIEW:
@@ -814,11 +826,32 @@ def build_charts(sweep_id=None, run_ids=None, family=None, chart=None):
         "families": [{"id": key, "title": title, "at_once": counts[key] <= FAMILY_AT_ONCE,
                       "charts": list(listed[key].values())} for key, title in FAMILIES.items() if listed[key]],
         "family": family if chart is None else None,
-        "charts": [chart for chart in built if _drawable(chart)],
+        "charts": [chart for _, chart in built if _drawable(chart)],
         # Charts with nothing to draw (no value, no marker: an import without decode speeds,
-        # a sweep before its first point), named rather than drawn as empty axes.
-        "omitted": [{"id": chart["id"], "title": chart["title"]} for chart in built if not _drawable(chart)],
+        # a sweep before its first point), named with why rather than drawn as empty axes.
+        "omitted": [{"id": chart["id"], "title": chart["title"], "reason": why_not_drawn(configs, entry.metric)}
+                    for entry, chart in built if not _drawable(chart)],
     }
+
+
+# Values computed from request records, and what an imported file lacks without them.
+FROM_REQUESTS = {
+    "decode_tok_s": "the imported summaries have no per-request timings, which decode speed is computed from "
+                    "(vllm bench serve writes them with --save-detailed, SGLang bench_serving with --output-details)",
+}
+
+
+def why_not_drawn(configs, metric):
+    """Why a chart of ``metric`` has nothing to draw, in words: nothing measured yet, an
+    import without the request records the value comes from, or no point with that value."""
+    measured = [(config, point) for config in configs for point in config.points.values() if _is_ok(point)]
+    if not measured:
+        return "no point has been measured yet"
+    if metric is None:
+        return "no measured point has a value for it"
+    if metric in FROM_REQUESTS and all(config.imported for config, _ in measured):
+        return FROM_REQUESTS[metric]
+    return f"no measured point has a {metric_label(metric)}"
 
 
 def _drawable(chart):

@@ -24,6 +24,7 @@ points' repeats when both have at least ``MIN_REPEATS``, else it is ``insufficie
 
 from runs.models import PointStatus
 from runs.results.charts import INVALID, INVALID_MARKER, MARKER_RADIUS, MARKER_STATUSES, hsl
+from sweepcore.methods import config_label
 from sweepcore.metrics import METRIC_NAMES, higher_is_better, interval_of, metric_label, metric_unit
 from sweepcore.stats import Verdict, compare_samples
 
@@ -120,11 +121,7 @@ def key_label(key, fields, params=None):
     parts = dict(zip(fields, key))
     out = []
     if "method" in parts:
-        if isinstance(params, dict):
-            values = " ".join(f"{k}={v}" for k, v in sorted(params.items()))
-        else:
-            values = parts["params_key"] if parts["params_key"] not in ("", "{}") else ""
-        out.append(" ".join(part for part in (parts["method"], values) if part))
+        out.append(config_label(parts["method"], params if isinstance(params, dict) else parts["params_key"]))
         out.append(f"TP{parts['tp']}")
     length = parts["prompt_tokens"]
     out.append(f"{parts['workload']}" + (f" {length} tok" if length is not None else ""))

@@ -1,7 +1,12 @@
 """Exports of any selection of points: points.csv, points.json and requests.jsonl.
 
 The pages, the API and the admin's export action all answer with :func:`export_response`;
-the columns are the catalog's identity of each point, then ``sweepcore.metrics.FIELDS``,
+the columns are the catalog's identity of each point (``EXPORT_CONFIG_COLUMNS``: its ids;
+what it ran on: ``model`` (the sweep's LLM name), ``engine`` and ``engine_kind``, ``host``
+(where the run was driven; a run that never recorded one, an old or imported run, is
+its sweep's host) and that host's ``gpu_model`` ("" for a CPU host), so that a file read
+on its own says which machine and server the numbers are of; then the configuration, the
+engine version and the point's settings), then ``sweepcore.metrics.FIELDS``,
 then its evidence (runs.results.evidence): ``validity``, ``validity_reasons``, ``n``, the
 95 % intervals and ``simulated_time_scale``, ``stop_reason``; then the point against the
 sweep's SLO (``goodput``, ``slo_attainment``, ``slo_met``, ``slo_checks``) and an open
@@ -18,17 +23,22 @@ import json
 from django.db.models import Prefetch
 from django.http import JsonResponse, StreamingHttpResponse
 
-from runs.models import Point, RequestRecord, Run
+from runs.models import Point, RequestRecord, Run, ran_on_field
 from runs.results.evidence import CI_KEYS, EVIDENCE_KEYS, EVIDENCE_VALUES, point_evidence, reasons_text
 from sweepcore import metrics
 
 EXPORT_KINDS = ("points.csv", "points.json", "requests.jsonl")
 
-# Export column -> the values() lookup it comes from. One list for CSV and JSON.
+# Export column -> the values() lookup (or expression) it comes from. One list for CSV and JSON.
 EXPORT_CONFIG_COLUMNS = (
     ("sweep_id", "run__sweep_id"),
     ("run_id", "run_id"),
     ("point_id", "id"),
+    ("model", "run__sweep__llm__name"),
+    ("engine", "run__sweep__engine__name"),
+    ("engine_kind", "run__sweep__engine__kind"),
+    ("host", ran_on_field("name", "run__")),
+    ("gpu_model", ran_on_field("gpu_model", "run__")),
     ("method", "run__method"),
     ("params", "run__params"),
     ("tp", "run__tp"),

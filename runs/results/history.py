@@ -32,6 +32,7 @@ from benchmarks.models import LLM, Engine, Host, Workload
 from runs.models import Point, PointStatus, Run, Validity
 from runs.results import evidence
 from runs.results.compare import judge
+from sweepcore.methods import config_label
 from sweepcore.metrics import METRIC_NAMES, metric_label, request_samples
 from sweepcore.stats import Verdict
 
@@ -197,10 +198,8 @@ def choices():
     return {
         "model": list(LLM.objects.order_by("name").values_list("name", flat=True)),
         "engine": list(Engine.objects.order_by("name").values_list("name", flat=True)),
-        "config": [
-            {"method": method, "params": key, "label": method if key == "{}" else f"{method} {key}"}
-            for method, key in configs
-        ],
+        # The value sent is the key (the query's ``config``); the text shown is the label.
+        "config": [{"method": method, "params": key, "label": config_label(method, key)} for method, key in configs],
         "tp": list(Run.objects.order_by("tp").values_list("tp", flat=True).distinct()),
         "workload": list(Workload.objects.order_by("name").values_list("name", flat=True)),
         "prompt_tokens": list(

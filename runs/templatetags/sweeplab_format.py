@@ -6,6 +6,7 @@ import json
 from decimal import ROUND_HALF_UP, Context, Decimal
 
 from django import template
+from django.utils.html import format_html, format_html_join
 
 register = template.Library()
 
@@ -77,3 +78,12 @@ def percent(share):
 def tojson(value):
     """A value as JSON text, for a data- attribute (autoescaping makes it safe there)."""
     return json.dumps(value, separators=(",", ":"))
+
+
+@register.filter
+def code_spans(text):
+    """A text whose `backquoted` parts are commands or flags (the importers' descriptions), with
+    those parts as <code> and the rest escaped."""
+    parts = str(text).split("`")
+    return format_html_join("", "{}", ((format_html("<code>{}</code>", part) if i % 2 else part,)
+                                       for i, part in enumerate(parts)))

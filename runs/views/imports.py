@@ -7,14 +7,15 @@ from django.shortcuts import redirect, render
 from runs.forms import ImportForm
 from runs.imports import import_file
 from runs.roles import reader_required
-from sweepcore.importers import ImportRefused
+from sweepcore.importers import FORMAT_DESCRIPTIONS, FORMAT_DETAILS, FORMATS, ImportRefused
 
 
 @reader_required
 @permission_required("benchmarks.add_sweep", raise_exception=True)
 def import_new(request):
-    """GET: the upload form. POST: import the file as a sweep, or say why not (400)."""
-    error = ""
+    """GET: the upload form. POST: import the file as a sweep, or say why not (400), beside
+    the field it is about: the file's own errors at the file, the catalog's at the host,
+    model, engine or TP it names (runs.imports.CatalogError.field)."""
     form = ImportForm(request.POST or None, request.FILES or None)
     if request.method == "POST" and form.is_valid():
         data = form.cleaned_data
@@ -25,9 +26,10 @@ def import_new(request):
                 workload=data["workload"] or None,
             )
         except ImportRefused as exc:
-            error = str(exc)
+            form.add_error(getattr(exc, "field", "file"), str(exc))
         else:
             (messages.success if result.created else messages.info)(request, result.message + ".")
             return redirect("sweep-detail", sweep_id=result.sweep.pk)
     status = 400 if request.method == "POST" else 200
-    return render(request, "runs/import_new.html", {"form": form, "error": error}, status=status)
+    formats = [{"description": FORMAT_DESCRIPTIONS[f], "details": FORMAT_DETAILS[f]} for f in FORMATS]
+    return render(request, "runs/import_new.html", {"form": form, "formats": formats}, status=status)

@@ -535,6 +535,15 @@
   // The configurations of the last answer (config label -> identity), for the legends.
   let configs = {};
 
+  // The charts of an answer that have nothing to draw, each with why (charts.py's "omitted").
+  function omittedNote(omitted) {
+    const note = text("p", "muted chart-omitted", "Not drawn: " + omitted.map(function (c) {
+      return c.title + " (" + c.reason + ")";
+    }).join("; ") + ".");
+    note.dataset.field = "charts-omitted";
+    return note;
+  }
+
   // Fetch (param=value) into container when details is first opened; details gets
   // data-ready=true once its charts are drawn. Returns what draws it again (live), which
   // does nothing while it has not been opened.
@@ -546,10 +555,7 @@
           destroyIn(container);
           container.textContent = "";
           renderAll(data.charts, container, validOnly, configsOf(data));
-          if (data.omitted && data.omitted.length) {
-            container.appendChild(text("p", "muted chart-omitted", "Nothing to draw yet for: " +
-              data.omitted.map(function (c) { return c.title; }).join("; ") + "."));
-          }
+          if (data.omitted && data.omitted.length) container.appendChild(omittedNote(data.omitted));
           details.dataset.ready = "true";
         })
         .catch(function (error) {
@@ -613,12 +619,7 @@
       overview.appendChild(legendBox(legend));
       renderAll(data.charts, overview, validOnly, configs);
     }
-    if (data.omitted && data.omitted.length) {
-      const note = text("p", "muted chart-omitted", "Not drawn, no point has a value or a failure for them yet: " +
-        data.omitted.map(function (c) { return c.title; }).join("; ") + ".");
-      note.dataset.field = "charts-omitted";
-      overview.appendChild(note);
-    }
+    if (data.omitted && data.omitted.length) overview.appendChild(omittedNote(data.omitted));
     const key = JSON.stringify(data.families);
     if (key !== familyKey) {
       familyKey = key;

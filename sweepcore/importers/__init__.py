@@ -53,8 +53,12 @@ Points and runs
 ---------------
 A point's workload is the file's dataset name (``dataset_name``; vLLM writes none unless
 ``--metadata dataset_name=...``: then ``unnamed-dataset``); random-token datasets are
-*synthetic* workloads whose ``prompt_tokens`` is the target input length, others are
-*dataset* workloads without one.  ``concurrency`` is ``max_concurrency`` when the run set
+*synthetic* workloads whose ``prompt_tokens`` is the target input length (where the file
+does not say it, as vLLM's does not, the requests' one length, else their mean:
+``extra.prompt_tokens_from`` says so), others are *dataset* workloads without one.
+``actual_prompt_tokens`` is the requests' prompt length, or their mean where they differ
+(from the records, else ``total_input_tokens`` / ``completed``), as a measured dataset
+point stores it.  ``concurrency`` is ``max_concurrency`` when the run set
 one, else ``num_prompts`` (every request may be in flight; ``extra.concurrency_unbounded``).
 A finite request rate is an open-loop run: it is stored in the point's ``request_rate``
 and in its run's ``params`` (``{"request_rate": 4.0}``), so points at different rates
@@ -86,6 +90,7 @@ SGLANG = sglang.FORMAT
 SGLANG_ONE_BATCH = sglang_one_batch.FORMAT
 FORMATS = (VLLM, SGLANG, SGLANG_ONE_BATCH)
 FORMAT_DESCRIPTIONS = {m.FORMAT: m.DESCRIPTION for m in (vllm, sglang, sglang_one_batch)}
+FORMAT_DETAILS = {m.FORMAT: m.DETAILS for m in (vllm, sglang, sglang_one_batch)}
 PARSERS = {m.FORMAT: m.parse for m in (vllm, sglang, sglang_one_batch)}
 
 
@@ -140,6 +145,6 @@ def parse(filename: str, text: str, fmt: str | None = None) -> ImportedFile:
 
 
 __all__ = [
-    "FORMATS", "FORMAT_DESCRIPTIONS", "ImportFileError", "ImportRefused", "ImportedFile", "ImportedPoint",
-    "ImportedRequest", "decode", "detect_format", "parse",
+    "FORMATS", "FORMAT_DESCRIPTIONS", "FORMAT_DETAILS", "ImportFileError", "ImportRefused", "ImportedFile",
+    "ImportedPoint", "ImportedRequest", "decode", "detect_format", "parse",
 ]

@@ -389,6 +389,18 @@ def same_prompt_length(records: list[ImportedRequest]) -> int | None:
     return lengths.pop() if len(lengths) == 1 and None not in lengths else None
 
 
+def mean_prompt_length(records: list[ImportedRequest], metrics: dict) -> int | None:
+    """The mean prompt length of the completed requests, rounded, as a measured dataset
+    point stores it (``actual_prompt_tokens``): from the request records, else from the
+    summary's ``total_input_tokens`` over ``completed`` (both tools count the input of
+    completed requests only); None when the file has neither."""
+    lengths = [r.prompt_tokens for r in records if not r.error_kind and r.prompt_tokens is not None]
+    if lengths:
+        return round(sum(lengths) / len(lengths))
+    total, completed = metrics.get("total_input_tokens"), metrics.get("completed")
+    return round(total / completed) if total is not None and completed else None
+
+
 STAT_NAMES = metrics_lib.STATS  # mean, median, std, p90, p99
 
 
@@ -420,9 +432,15 @@ def make_point(doc, index, metrics, records, *, workload, kind, method, params, 
     if rate is not None:
         run_params["request_rate"] = rate
     same_length = same_prompt_length(records)
+    measured_length = same_length if same_length is not None else mean_prompt_length(records, metrics)
     prompt_tokens = None
     if kind == "synthetic":
         prompt_tokens = target_input if target_input is not None else same_length
+        if prompt_tokens is None and measured_length is not None:
+            # A summary of a random dataset that does not say its input length (vLLM writes
+            # none): its mean stands for it, so the point is not a length-less "random".
+            prompt_tokens = measured_length
+            extra["prompt_tokens_from"] = "mean prompt length of the completed requests"
     if target_output is None:
         outs = [r.output_tokens for r in records if not r.error_kind]
         if outs:
@@ -435,7 +453,7 @@ def make_point(doc, index, metrics, records, *, workload, kind, method, params, 
     return ImportedPoint(
         index=index, line=doc.line, workload=workload, workload_kind=kind,
         dataset_path=str(doc.data.get("dataset_path") or ""),
-        prompt_tokens=prompt_tokens, actual_prompt_tokens=same_length,
+        prompt_tokens=prompt_tokens, actual_prompt_tokens=measured_length,
         max_new_tokens=target_output, concurrency=concurrency, request_rate=rate,
         method=method, params=run_params, tp=tp, metrics={k: v for k, v in metrics.items()},
         extra=extra, requests=records, measured_at=measured_at, model=model, backend=backend,

@@ -37,6 +37,8 @@ from sweepcore.importers.common import (
 
 FORMAT = "sglang"
 DESCRIPTION = "SGLang `bench_serving --output-file` JSON Lines"
+# What an import of it holds, for the upload page.
+DETAILS = "one point per line; with `--output-details` its requests become request records"
 # Fields that tell this format apart (sweepcore.importers.detect_format).
 KEYS = {"mean_e2e_latency_ms", "median_e2e_latency_ms", "total_throughput", "input_throughput",
         "accept_length", "dataset_name", "server_info", "random_input_len", "sharegpt_output_len"}

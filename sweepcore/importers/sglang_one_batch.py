@@ -28,6 +28,8 @@ from sweepcore.importers.common import (
 
 FORMAT = "sglang-one-batch"
 DESCRIPTION = "SGLang `bench_one_batch_server --result-filename` JSON Lines"
+# What an import of it holds, for the upload page.
+DETAILS = "one point per batch size and length: the batch's figures, no request records"
 # Fields that tell this format apart (sweepcore.importers.detect_format).
 KEYS = {"batch_size", "input_len", "output_len", "latency"}  # all of them: this format
 

@@ -41,6 +41,9 @@ from sweepcore.importers.common import (
 
 FORMAT = "vllm"
 DESCRIPTION = "`vllm bench serve --save-result` JSON"
+# What an import of it holds, for the upload page.
+DETAILS = ("one point per run in the file (`--append-result` appends one per line); with `--save-detailed` "
+           "its requests become request records, and decode speed is computed from them")
 # Fields that tell this format apart (sweepcore.importers.detect_format).
 KEYS = {"mean_e2el_ms", "median_e2el_ms", "total_token_throughput", "model_id", "tokenizer_id",
         "endpoint_type", "num_prompts", "burstiness"}

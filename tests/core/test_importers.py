@@ -117,6 +117,34 @@ def test_vllm_without_details_or_dataset_name():
     assert p.max_new_tokens == 16  # total_output_tokens / completed
 
 
+def vllm_summary(**changes):
+    """The sample vLLM file as `--save-result` writes it without `--save-detailed`: the
+    summary figures, no per-request arrays."""
+    raw = json.loads(text(VLLM_FILE))
+    for name in ("input_lens", "output_lens", "ttfts", "itls", "start_times", "generated_texts", "errors"):
+        raw.pop(name)
+    raw.update(changes)
+    return importers.parse("summary.json", json.dumps({k: v for k, v in raw.items() if v is not None})).points[0]
+
+
+def test_a_vllm_summary_of_a_random_dataset_takes_its_mean_prompt_length_as_the_length():
+    p = vllm_summary()
+    # vLLM writes no input length: 4096 input tokens over 4 completed requests.
+    assert (p.workload, p.workload_kind, p.prompt_tokens, p.actual_prompt_tokens) == ("random", "synthetic", 1024, 1024)
+    assert p.extra["prompt_tokens_from"] == "mean prompt length of the completed requests"
+    assert vllm_summary(total_input_tokens=None).prompt_tokens is None  # nothing to take it from
+
+
+def test_a_dataset_point_stores_its_mean_prompt_length_as_measured_ones_do():
+    p = vllm_summary(dataset_name=None, total_input_tokens=4100)
+    assert (p.workload, p.prompt_tokens, p.actual_prompt_tokens) == ("unnamed-dataset", None, 1025)
+    assert "prompt_tokens_from" not in p.extra
+    raw = json.loads(text(VLLM_FILE))
+    raw.update(dataset_name="sharegpt", input_lens=[100, 200, 300, 1000, 400])  # the 4th request failed
+    detailed = importers.parse("detailed.json", json.dumps(raw)).points[0]
+    assert (detailed.prompt_tokens, detailed.actual_prompt_tokens) == (None, 250)
+
+
 def test_vllm_append_result_holds_one_run_per_line():
     raw = json.loads(text(VLLM_FILE))
     second = dict(raw, max_concurrency=4)

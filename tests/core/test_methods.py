@@ -131,6 +131,16 @@ def test_the_registry_names_only_engine_kinds_that_have_an_adapter():
     assert all(methods_for(kind)[0] == AUTOREGRESSIVE for kind in ADAPTERS)
 
 
+def test_a_configuration_is_labelled_alike_from_its_params_or_their_stored_key():
+    from sweepcore.plan import canonical_params
+
+    for m in REGISTRY:
+        params = sample_params(m)
+        assert config_label(m.name, canonical_params(params), 4) == config_label(m.name, params, 4)
+    assert config_label("ddtree", '{"topk_cap":8,"budget":12}') == "ddtree budget=12 topk_cap=8"
+    assert config_label(AUTOREGRESSIVE, "{}", 1) == config_label(AUTOREGRESSIVE, "", 1) == "autoregressive TP1"
+
+
 def test_charts_label_and_colour_every_method_apart():
     labels = [config_label(m.name, sample_params(m), 1) for m in REGISTRY]
     assert all(labels) and len(set(labels)) == len(labels)

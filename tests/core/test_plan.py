@@ -2,7 +2,7 @@ from pathlib import Path
 
 import pytest
 
-from sweepcore.plan import MAX_POINTS, Quarantine, plan
+from sweepcore.plan import MAX_POINTS, Quarantine, plan, point_label
 from sweepcore.spec import SpecError, load_spec_file, load_yaml, validate
 from tests.core.catalogs import demo_catalog
 
@@ -145,3 +145,14 @@ def test_plan_json_has_the_documented_shape():
     }
     assert list(ddtree["points"][1]) == ["workload", "prompt_tokens", "concurrency", "request_rate", "status", "reason"]
     assert ddtree["points"][0]["prompt_tokens"] is None
+
+
+@pytest.mark.parametrize("args, label", [
+    (("long-context", 32000, 4), "long-context, 32,000 tokens, c=4"),
+    (("fibonacci", None, 1, None, "fixed"), "fibonacci, fixed prompt, c=1"),
+    (("sharegpt", None, 8, None, "dataset"), "sharegpt, dataset, c=8"),
+    (("sharegpt", None, 64, 2.5, "dataset"), "sharegpt, dataset, 2.5 req/s (cap 64)"),
+    (("random", None, 2, None, "synthetic"), "random, c=2"),  # an import that did not say its length
+])
+def test_a_point_is_named_by_workload_length_and_load(args, label):
+    assert point_label(*args) == label

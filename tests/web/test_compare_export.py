@@ -224,7 +224,8 @@ def test_points_csv_and_json_have_the_same_columns_and_contents(catalog, viewer,
     rows = list(csv.reader(io.StringIO(b"".join(response.streaming_content).decode())))
     header, body = rows[0], rows[1:]
     assert tuple(header) == CSV_COLUMNS and len(body) == 4
-    for column in ("sweep_id", "run_id", "method", "params", "tp", "attempt", "engine_version", "workload",
+    for column in ("sweep_id", "run_id", "model", "engine", "engine_kind", "host", "gpu_model", "method", "params",
+                   "tp", "attempt", "engine_version", "workload",
                    "prompt_tokens", "actual_prompt_tokens", "concurrency", "max_new_tokens", "status", "reason",
                    "excluded", "decode_tok_s", "accept_length", *LATENCY_FIELDS):
         assert column in header
@@ -240,6 +241,28 @@ def test_points_csv_and_json_have_the_same_columns_and_contents(catalog, viewer,
     assert data["points"][2]["params"] == {"budget": 8, "topk_cap": 8}
     assert data["points"][3]["status"] == "crashed" and data["points"][3]["decode_tok_s"] is None
     assert [str(p["point_id"]) for p in data["points"]] == [dict(zip(header, r))["point_id"] for r in body]
+
+
+def test_exports_say_the_model_engine_host_and_gpu_first(catalog, viewer, client):
+    assert CSV_COLUMNS[:8] == EXPORT_COLUMNS[:8] == (
+        "sweep_id", "run_id", "point_id", "model", "engine", "engine_kind", "host", "gpu_model")
+    sweep = make_sweep("s1", CONFIGS)
+    sweep_host = sweep.host
+    other = Host.objects.create(name="b200-box", gpu_model="NVIDIA B200", gpu_count=8, compute_capability="10.0")
+    # The second run was claimed on another host of the sweep; the first never recorded one
+    # (an old or imported run): it is its sweep's.
+    Run.objects.filter(sweep=sweep, position=1).update(host=other)
+    client.force_login(viewer)
+    response = client.get(reverse("sweep-points-csv", args=[sweep.pk]))
+    rows = list(csv.reader(io.StringIO(b"".join(response.streaming_content).decode())))
+    got = [{k: row[k] for k in ("model", "engine", "engine_kind", "host", "gpu_model", "method")}
+           for row in (dict(zip(rows[0], r)) for r in rows[1:])]
+    ours = {"model": sweep.llm.name, "engine": sweep.engine.name, "engine_kind": sweep.engine.kind}
+    assert got == [
+        {**ours, "host": sweep_host.name, "gpu_model": sweep_host.gpu_model, "method": "autoregressive"},
+    ] * 2 + [{**ours, "host": "b200-box", "gpu_model": "NVIDIA B200", "method": "ddtree"}] * 2
+    points = client.get(reverse("sweep-points-json", args=[sweep.pk])).json()["points"]
+    assert [(p["host"], p["gpu_model"]) for p in points] == [(row["host"], row["gpu_model"]) for row in got]
 
 
 def test_exports_carry_the_verdict_the_sample_size_and_the_intervals(catalog, viewer, client):

@@ -174,8 +174,9 @@ def test_a_run_exclusion_excludes_its_points(catalog):
 def test_choices_list_every_dimension(series):
     c = choices()
     assert "Qwen/Qwen3.6-27B" in c["model"] and "sglang-sim" in c["engine"]
+    # The key is what the page sends back; the label is what it shows (config_label, no JSON).
     assert {"method": "ddtree", "params": '{"budget":15,"topk_cap":8}',
-            "label": 'ddtree {"budget":15,"topk_cap":8}'} in c["config"]
+            "label": "ddtree budget=15 topk_cap=8"} in c["config"]
     assert c["tp"] == [1, 4] and 3000 in c["prompt_tokens"] and c["concurrency"] == [1, 4]
     assert series["gpu"] in c["gpu"]
 
@@ -288,7 +289,9 @@ def test_history_page_renders(series, viewer, client):
     response = client.get(reverse("history"), query(series))
     body = response.content.decode()
     assert response.status_code == 200 and 'id="history-chart"' in body and "js/history.js" in body
-    assert 'selected>ddtree {&quot;budget&quot;:15,&quot;topk_cap&quot;:8}' in body
+    assert ('<option value="ddtree:{&quot;budget&quot;:15,&quot;topk_cap&quot;:8}" selected>'
+            "ddtree budget=15 topk_cap=8</option>") in body
+    assert "{&quot;budget&quot;:15,&quot;topk_cap&quot;:8}<" not in body  # no JSON shown as text
     assert 'id="history-valid-only"' in body and "Mann-Whitney U against the trailing window" in body
     assert "standard deviations" not in body
     assert client.get(reverse("history"), {"metric": "nope"}).status_code == 400

@@ -261,6 +261,49 @@ def test_an_imported_sweep_has_its_charts_and_compares(viewer, catalog, client):
     assert response.status_code == 200
 
 
+def vllm_summary(**changes):
+    """The sample vLLM file without `--save-detailed`: summary figures, no per-request arrays."""
+    raw = json.loads(text(VLLM_FILE))
+    for name in ("input_lens", "output_lens", "ttfts", "itls", "start_times", "generated_texts", "errors"):
+        raw.pop(name)
+    raw.update(changes)
+    return json.dumps({k: v for k, v in raw.items() if v is not None}).encode()
+
+
+def test_an_imported_summary_draws_no_empty_decode_chart_and_says_why(catalog):
+    # One of its five requests failed: the point is invalid. It has no decode speed to
+    # withhold, so it is no marker on a decode chart of nothing (an empty 0-1 axis).
+    sweep = import_file("summary.json", vllm_summary(), host="h200-box").sweep
+    data = sweep_charts(sweep.pk)
+    assert Point.objects.get(run__sweep=sweep).validity == "invalid"
+    assert [c["id"] for c in data["charts"]] == []
+    assert data["omitted"] == [{
+        "id": "decode_tok_s", "title": "Decode speed per configuration",
+        "reason": "the imported summaries have no per-request timings, which decode speed is computed from "
+                  "(vllm bench serve writes them with --save-detailed, SGLang bench_serving with --output-details)",
+    }]
+    # Its latencies are in the file: that chart has the invalid marker, on each statistic.
+    latency = sweep_charts(sweep.pk, family="latency")["charts"]
+    assert [c["id"] for c in latency] == ["latency:random 1024 c2"]
+    assert [len(d["data"]) for d in latency[0]["datasets"] if d["kind"] == "marker"] == [4]
+
+
+def test_an_imported_point_is_named_by_what_the_file_says_of_it(catalog):
+    # The file names no dataset: the category says so, with the load the file gives.
+    sweep = import_file("summary.json", vllm_summary(dataset_name=None, failed=0, completed=5),
+                        host="h200-box").sweep
+    point = Point.objects.get(run__sweep=sweep)
+    assert (point.workload.name, point.prompt_tokens, point.actual_prompt_tokens) == ("unnamed-dataset", None, 819)
+    data = sweep_charts(sweep.pk)
+    assert data["families"][0]["charts"] == [
+        {"id": "latency:unnamed-dataset c2", "title": "TPOT and ITL, median and p99: unnamed-dataset c2"}]
+    assert "unspecified" not in json.dumps(data)
+    assert data["omitted"][0]["reason"].startswith("the imported summaries have no per-request timings")
+    # With the details, decode speeds come from the records and the chart is drawn.
+    detailed = import_file(VLLM_FILE.name, VLLM_FILE.read_bytes(), host="h200-box").sweep
+    assert [c["id"] for c in sweep_charts(detailed.pk)["charts"]] == ["decode_tok_s"]
+
+
 # --- the upload form ---------------------------------------------------------------------
 
 
@@ -282,6 +325,53 @@ def test_the_upload_form_imports_a_file_once_and_refuses_a_malformed_one(catalog
     broken = SimpleUploadedFile("broken.jsonl", b'{"backend": "sglang", "completed": "many"}\n')
     response = client.post(url, {"file": broken, "host": "h200-box", "format": "sglang"})
     assert response.status_code == 400 and "line 1" in response.content.decode() and Sweep.objects.count() == 1
+
+
+def field_html(page, name):
+    """The markup of one field of the import form, its label to its help text."""
+    start = page.rindex("<div", 0, page.index(f'data-field="{name}"'))
+    return page[start:page.index("</div>", start)]
+
+
+def test_the_import_page_says_what_it_reads_and_labels_every_field(catalog, operator, client):
+    client.force_login(operator)
+    response = client.get(reverse("import-new"))
+    page = response.content.decode()
+    assert response.status_code == 200 and "<h1>Import results</h1>" in page
+    formats = page[page.index('id="import-formats"'):page.index("</ul>", page.index('id="import-formats"'))]
+    assert "<code>vllm bench serve --save-result</code> JSON" in formats
+    assert "SGLang <code>bench_serving --output-file</code> JSON Lines" in formats
+    assert "with <code>--save-detailed</code> its requests become request records" in formats
+    for name, label in (("file", "Result file"), ("format", "Format"), ("host", "Host"), ("model", "Model"),
+                        ("engine", "Engine"), ("tp", "TP"), ("workload", "Workload")):
+        field = field_html(page, name)
+        assert f'<label for="id_{name}">{label}' in field and 'class="hint"' in field, name
+    assert '<span class="required" aria-hidden="true">*</span>' in field_html(page, "host")
+    assert '<button type="submit" class="button primary">Import</button>' in page
+    assert 'id="import-error"' not in page and "field-error" not in page
+
+
+def test_a_refused_import_says_why_beside_the_field_it_is_about(catalog, operator, client):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    Engine.objects.create(name="vllm-other", kind="vllm", argv_template=["vllm", "serve", "{model_path}"])
+    client.force_login(operator)
+    upload = SimpleUploadedFile(VLLM_FILE.name, VLLM_FILE.read_bytes(), content_type="application/json")
+    response = client.post(reverse("import-new"), {"file": upload, "host": "h200-box"})
+    page = response.content.decode()
+    assert response.status_code == 400 and not Sweep.objects.exists()
+    assert "Nothing was imported: the field marked below says why." in page
+    engine = field_html(page, "engine")
+    assert 'class="field has-error"' in engine
+    assert "several vllm engines could have served it (vllm-h200, vllm-other)" in engine
+    # The message is the one the select names as its description, as a screen reader reads it.
+    assert 'aria-describedby="id_engine_helptext id_engine_error"' in engine and 'id="id_engine_error"' in engine
+    assert "field-error" not in field_html(page, "file")
+    broken = SimpleUploadedFile("broken.jsonl", b'{"backend": "sglang", "completed": "many"}\n')
+    page = client.post(reverse("import-new"), {"file": broken, "host": "h200-box", "format": "sglang"}).content.decode()
+    assert "broken.jsonl line 1" in field_html(page, "file") and "field-error" not in field_html(page, "engine")
+    missing = client.post(reverse("import-new"), {"host": "h200-box"}).content.decode()
+    assert "This field is required." in field_html(missing, "file")
 
 
 def test_a_viewer_cannot_import(catalog, viewer, client):
