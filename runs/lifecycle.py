@@ -9,9 +9,18 @@ from django.utils import timezone
 
 from benchmarks.catalog import active_quarantines, load_catalog
 from benchmarks.models import LLM, Engine, Host, Sweep, SweepSource, SweepStatus, Workload
-from runs.models import Point, Run, RunEvent, RunEventKind, RunStatus
+from runs.managers import stale_after
+from runs.models import AFTER_SWEEP, Point, PointStatus, Run, RunEvent, RunEventKind, RunStatus
 from sweepcore.gpus import EXCLUSIVE, send_order
-from sweepcore.plan import canonical_params, plan
+from sweepcore.plan import (
+    CONTEXT_CAP_PREFIX,
+    PlannedPoint,
+    PlannedRun,
+    canonical_params,
+    nothing_to_measure,
+    plan,
+    search_shape,
+)
 from sweepcore.spec import host_names
 from sweeplab.celery import EXECUTE_RUN, START_SWEEP_AFTER, TAKE_RUN, send_to_host
 
@@ -74,6 +83,104 @@ def create_sweep(spec, owner=None, catalog=None):
 
 FINISHED_RUN = (RunStatus.DONE, RunStatus.CRASHED, RunStatus.FAILED, RunStatus.SKIPPED)
 ACTIVE_RUN = (RunStatus.QUEUED, RunStatus.STARTING, RunStatus.RUNNING)
+IN_FLIGHT_RUN = (RunStatus.STARTING, RunStatus.RUNNING)
+# Runs that resume queues (again): never started, or stopped by a cancel.
+UNSTARTED_RUN = (RunStatus.PLANNED, RunStatus.CANCELLED)
+
+#: Why a point of a cancelled sweep was not measured: the points of its runs that had not
+#: started, and those a running run had not reached when it stopped at a point boundary.
+#: Resume plans them again.
+CANCELLED_POINT_REASON = "the sweep was cancelled before this point was measured (resume measures it)"
+
+
+# --- what each action allows ------------------------------------------------------------
+# One rule per action, in words: the sweep page offers an action when its refusal is "",
+# and launch_sweep / cancel_sweep / resume_sweep (behind the page, the API and the CLI)
+# raise SweepStateError with the same words otherwise.
+
+
+def stored_nothing_to_measure(sweep):
+    """sweepcore.plan.nothing_to_measure of a stored sweep's runs and points, as planned."""
+    runs = {
+        r["id"]: PlannedRun(r["method"], r["params"], r["tp"], status=r["status"], reason=r["reason"])
+        for r in Run.objects.filter(sweep=sweep).order_by("position", "id")
+        .values("id", "method", "params", "tp", "status", "reason")
+    }
+    points = (Point.objects.filter(run__sweep=sweep, from_search=False).order_by("run_id", "position")
+              .values("run_id", "workload__name", "prompt_tokens", "concurrency", "max_new_tokens", "status",
+                      "reason", "request_rate"))
+    for p in points:
+        runs[p["run_id"]].points.append(PlannedPoint(
+            p["workload__name"], p["prompt_tokens"], p["concurrency"], p["max_new_tokens"], status=p["status"],
+            reason=p["reason"], request_rate=p["request_rate"]))
+    spec = sweep.spec or {}
+    margin = int((spec.get("options") or {}).get("context_margin_tokens", 16))
+    probe = None
+    if spec.get("search"):
+        workload, prompt_tokens, max_new_tokens = search_shape(spec)
+        probe = PlannedPoint(workload, prompt_tokens, 1, max_new_tokens)
+    return nothing_to_measure(list(runs.values()), sweep.llm.context_length, margin, probe)
+
+
+def launch_refusal(sweep, point_counts=None):
+    """Why `sweep` cannot be launched, or "": only a draft is, and only when its plan has a
+    point to measure. `point_counts`: its points per status, when the caller has counted
+    them (the sweep page): a draft's points are as its plan made them, planned or skipped,
+    so one that is not skipped is something to measure, and only a draft without one has
+    its plan read back for the reason."""
+    if sweep.status != SweepStatus.DRAFT:
+        return f"sweep {sweep.pk} is {sweep.status}; only a draft can be launched (resume continues one)"
+    if point_counts is None:
+        measurable = Point.objects.filter(run__sweep=sweep, run__status=RunStatus.PLANNED,
+                                          status=PointStatus.PLANNED).exists()
+    else:
+        measurable = any(status != PointStatus.SKIPPED for status in point_counts)
+    return "" if measurable else stored_nothing_to_measure(sweep)
+
+
+def cancel_refusal(sweep):
+    """Why `sweep` cannot be cancelled, or "": only a queued or running one is."""
+    if sweep.status == SweepStatus.DRAFT:
+        return f"sweep {sweep.pk} is a draft: it has nothing to cancel (launch it, or delete it in the admin)"
+    if sweep.status in (SweepStatus.DONE, SweepStatus.CANCELLED):
+        return f"sweep {sweep.pk} is already {sweep.status}"
+    return ""
+
+
+def resume_refusal(sweep, runs, now, workers_restarted=False):
+    """Why resuming `sweep` would queue nothing, or "". `runs`: its runs (status and
+    heartbeat_at). Resume queues what stopped without finishing: the runs of a cancelled
+    sweep that had not finished, runs never started, and runs whose worker stopped
+    heartbeating (a new worker takes them over). Runs waiting in the queue, and runs driven
+    by a live worker, need nothing; unless `workers_restarted`: the host's workers were all
+    started again (`make run`), so the tasks they held are lost and every claim is dead."""
+    if sweep.status == SweepStatus.DRAFT:
+        return f"sweep {sweep.pk} is a draft; launch it first"
+    unfinished = [r for r in runs if r.status not in FINISHED_RUN]
+    if not unfinished:
+        return (f"sweep {sweep.pk} has nothing to resume: every run of it has ended (done, crashed, failed or "
+                f"skipped); re-run a run to measure it again")
+    if sweep.status == SweepStatus.CANCELLED or workers_restarted:
+        return ""
+    stale_before = now - stale_after()
+    if any(r.status in UNSTARTED_RUN or (r.status in IN_FLIGHT_RUN and (r.heartbeat_at is None or
+                                                                         r.heartbeat_at < stale_before))
+           for r in unfinished):
+        return ""
+    n = len(unfinished)
+    return (f"sweep {sweep.pk} has nothing to resume: its {n} unfinished run{'s are' if n > 1 else ' is'} queued or "
+            f"driven by a live worker (a run whose worker stopped can be resumed once its heartbeat is "
+            f"{stale_after().total_seconds():g} s old)")
+
+
+def action_refusals(sweep, runs, point_counts, now=None):
+    """{"launch", "cancel", "resume"}: why each is refused, "" where it is offered (the
+    sweep page's buttons). `runs` and `point_counts` (points per status) are the page's own."""
+    return {
+        "launch": launch_refusal(sweep, point_counts),
+        "cancel": cancel_refusal(sweep),
+        "resume": resume_refusal(sweep, runs, now or timezone.now()),
+    }
 
 
 def queued_on(sweep):
@@ -115,17 +222,17 @@ def _queue_runs(sweep, runs, message):
 @transaction.atomic
 def launch_sweep(sweep, enqueue=True):
     """Queue every planned run on its host, after the transaction commits. Returns the
-    run ids queued."""
+    run ids queued. Refused (SweepStateError, launch_refusal) unless the sweep is a draft
+    with a point to measure."""
     sweep = Sweep.objects.select_for_update().get(pk=sweep.pk)
-    if sweep.status not in (SweepStatus.DRAFT,):
-        raise SweepStateError(f"sweep {sweep.pk} is {sweep.status}; only a draft can be launched (resume continues one)")
+    refusal = launch_refusal(sweep)
+    if refusal:
+        raise SweepStateError(refusal)
     runs = Run.objects.filter(sweep=sweep, status=RunStatus.PLANNED).order_by("position")
     run_ids = _queue_runs(sweep, runs, f"queued on {queued_on(sweep)}")
-    sweep.status = SweepStatus.QUEUED if run_ids else SweepStatus.DONE
+    sweep.status = SweepStatus.QUEUED
     sweep.launched_at = timezone.now()
-    if not run_ids:
-        sweep.finished_at = sweep.launched_at
-    sweep.save(update_fields=["status", "launched_at", "finished_at"])
+    sweep.save(update_fields=["status", "launched_at"])
     if enqueue:
         _enqueue(sweep, run_ids)
     return run_ids
@@ -138,6 +245,10 @@ def enqueue_queued_runs(sweep_id):
     run_ids = list(
         Run.objects.filter(sweep=sweep, status=RunStatus.QUEUED).order_by("position").values_list("id", flat=True)
     )
+    now = timezone.now()
+    RunEvent.objects.bulk_create(
+        RunEvent(run_id=i, at=now, kind=RunEventKind.QUEUED, message=f"sent to {queued_on(sweep)}") for i in run_ids
+    )
     _enqueue(sweep, run_ids)
     return run_ids
 
@@ -146,8 +257,15 @@ def start_after(sweep, other):
     """Have the runs `sweep` queued without sending (``enqueue=False``) sent once `other`
     is finished: one `runs.start_sweep_after` task on `other`'s host queue, behind its
     runs, after commit. Two sweeps on hosts that share one machine would measure each
-    other."""
+    other. Each held run's timeline says so (a QUEUED event whose data names the other
+    sweep: runs.results.waiting reads it)."""
     host, sweep_id, other_id = other.host.name, sweep.pk, other.pk
+    now = timezone.now()
+    RunEvent.objects.bulk_create(
+        RunEvent(run_id=i, at=now, kind=RunEventKind.QUEUED, data={AFTER_SWEEP: other_id},
+                 message=f"held back until sweep #{other_id} ({other.name}) is finished: both measure on one machine")
+        for i in Run.objects.filter(sweep_id=sweep_id, status=RunStatus.QUEUED).values_list("id", flat=True)
+    )
     transaction.on_commit(lambda: send_to_host(START_SWEEP_AFTER, host, sweep_id=sweep_id, after_sweep_id=other_id))
 
 
@@ -162,37 +280,50 @@ def enqueue_after(sweep_id, after_sweep_id):
 
 @transaction.atomic
 def cancel_sweep(sweep):
-    """No new runs start; a running one stops at its next point boundary."""
+    """No new runs start, and their points are not_run; a running one stops at its next
+    point boundary (its points not reached become not_run then: runs.worker.executor).
+    Refused (SweepStateError, cancel_refusal) unless the sweep is queued or running.
+    Returns how many waiting runs were cancelled."""
     sweep = Sweep.objects.select_for_update().get(pk=sweep.pk)
-    if sweep.status in (SweepStatus.DONE, SweepStatus.CANCELLED):
-        raise SweepStateError(f"sweep {sweep.pk} is already {sweep.status}")
+    refusal = cancel_refusal(sweep)
+    if refusal:
+        raise SweepStateError(refusal)
     sweep.status = SweepStatus.CANCELLED
     sweep.finished_at = timezone.now()
     sweep.save(update_fields=["status", "finished_at"])
-    waiting = Run.objects.filter(sweep=sweep, status__in=[RunStatus.PLANNED, RunStatus.QUEUED])
+    waiting = list(Run.objects.filter(sweep=sweep, status__in=[RunStatus.PLANNED, RunStatus.QUEUED])
+                   .values_list("id", flat=True))
     now = timezone.now()
     RunEvent.objects.bulk_create(
         RunEvent(run_id=i, at=now, kind=RunEventKind.CANCELLED, message="the sweep was cancelled before this run started")
-        for i in waiting.values_list("id", flat=True)
+        for i in waiting
     )
-    return waiting.update(status=RunStatus.CANCELLED, finished_at=now)
+    Point.objects.filter(run_id__in=waiting, status=PointStatus.PLANNED).update(
+        status=PointStatus.NOT_RUN, reason=CANCELLED_POINT_REASON)
+    return Run.objects.filter(pk__in=waiting).update(status=RunStatus.CANCELLED, finished_at=now)
 
 
 @transaction.atomic
-def resume_sweep(sweep, enqueue=True):
-    """Re-enqueue every run that is not finished. A run interrupted mid-way (its worker
-    killed, its host rebooted) continues with the points it has not stored; a run still
-    driven by a live worker is left to it (the claim refuses a fresh heartbeat)."""
+def resume_sweep(sweep, enqueue=True, workers_restarted=False):
+    """Re-enqueue every run that is not finished: the points a cancel left not_run are
+    planned again, the runs it cancelled queued again. A run interrupted mid-way (its
+    worker killed, its host rebooted) continues with the points it has not stored; a run
+    still driven by a live worker is left to it (the claim refuses a fresh heartbeat).
+    Refused (SweepStateError, resume_refusal) when that would queue nothing."""
     sweep = Sweep.objects.select_for_update().get(pk=sweep.pk)
-    if sweep.status == SweepStatus.DRAFT:
-        raise SweepStateError(f"sweep {sweep.pk} is a draft; launch it first")
-    unfinished = Run.objects.filter(sweep=sweep).exclude(status__in=FINISHED_RUN).order_by("position")
-    waiting = unfinished.filter(status__in=[RunStatus.PLANNED, RunStatus.CANCELLED, RunStatus.QUEUED])
-    in_flight = list(unfinished.filter(status__in=[RunStatus.STARTING, RunStatus.RUNNING]).values_list("id", flat=True))
-    queued = _queue_runs(sweep, waiting, "queued again by resume")
-    run_ids = sorted(set(queued) | set(in_flight), key=lambda i: i)
-    if run_ids:
-        sweep.status = SweepStatus.QUEUED
+    runs = list(Run.objects.filter(sweep=sweep).only("id", "status", "heartbeat_at").order_by("position", "id"))
+    refusal = resume_refusal(sweep, runs, timezone.now(), workers_restarted)
+    if refusal:
+        raise SweepStateError(refusal)
+    unfinished = [r for r in runs if r.status not in FINISHED_RUN]
+    Point.objects.filter(run_id__in=[r.pk for r in unfinished if r.status == RunStatus.CANCELLED],
+                         status=PointStatus.NOT_RUN).update(status=PointStatus.PLANNED, reason="")
+    waiting = Run.objects.filter(pk__in=[r.pk for r in unfinished if r.status not in IN_FLIGHT_RUN])
+    in_flight = [r.pk for r in unfinished if r.status in IN_FLIGHT_RUN]
+    queued = _queue_runs(sweep, waiting.order_by("position", "id"), "queued again by resume")
+    run_ids = sorted(set(queued) | set(in_flight))
+    if sweep.status in (SweepStatus.DONE, SweepStatus.CANCELLED):
+        sweep.status = SweepStatus.RUNNING if in_flight else SweepStatus.QUEUED
         sweep.finished_at = None
         sweep.save(update_fields=["status", "finished_at"])
     if enqueue:
@@ -200,7 +331,6 @@ def resume_sweep(sweep, enqueue=True):
     return run_ids
 
 
-CONTEXT_CAP_PREFIX = "context cap:"
 
 
 def queue_new_attempts(runs, message):

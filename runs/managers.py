@@ -1,10 +1,18 @@
 """Queries on runs that more than one caller relies on: the claim a worker takes and the
 aggregates the lifecycle needs."""
 
+import os
+from datetime import timedelta
+
 from django.db import models
 from django.db.models import Q
 
 from sweepcore.kinds import RunStatus, SweepStatus
+
+
+def stale_after():
+    """A claim whose heartbeat is older than this may be taken over (the worker died)."""
+    return timedelta(seconds=int(os.environ.get("SWEEPLAB_STALE_CLAIM_S", 60)))
 
 
 class RunManager(models.Manager):

@@ -379,6 +379,11 @@ class RunEventKind(models.TextChoices):
     FINISHED = "finished", "Run finished"
 
 
+#: The key of a QUEUED event's data that names the sweep its run is held behind
+#: (runs.lifecycle.start_after): its runs are sent once that sweep is finished.
+AFTER_SWEEP = "after_sweep"
+
+
 class RunEvent(models.Model):
     """The timeline of a run, as the UI shows it."""
 

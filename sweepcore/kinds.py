@@ -88,6 +88,14 @@ class PointStatus(LabelledStrEnum):
     NOT_RUN = "not_run", "Not run (server died earlier)"
 
 
+#: The point statuses that are the outcome of a measurement: requests were sent and what came
+#: back is recorded (even a crash or the server refusing the length). ``planned`` is still
+#: to measure; ``skipped`` (the plan or the cap) and ``not_run`` (its server died earlier,
+#: or the sweep was cancelled) were never sent a request.
+MEASURED_POINT_STATUSES = (PointStatus.OK, PointStatus.FAILED, PointStatus.CRASHED, PointStatus.TIMEOUT,
+                           PointStatus.CONTEXT_OVERFLOW)
+
+
 class Validity(LabelledStrEnum):
     """The verdict on a measured point (sweepcore.validity decides it)."""
 

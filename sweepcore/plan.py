@@ -66,6 +66,8 @@ class PlannedRun:
 class Plan:
     runs: list
     warnings: list = field(default_factory=list)
+    # Why it would measure nothing (nothing_to_measure), in words; "" when it measures something.
+    nothing_to_measure: str = ""
 
     @property
     def totals(self):
@@ -140,20 +142,24 @@ def matches(rule, method, params, tp):
     return True
 
 
+CONTEXT_CAP_PREFIX = "context cap:"
+QUARANTINE_PREFIX = "quarantined:"
+
+
 def context_cap_reason(prompt_tokens, max_new_tokens, margin, context_length, model_name):
     """Why a point cannot fit the declared context, or "" when it fits."""
     total = prompt_tokens + max_new_tokens + margin
     if total <= context_length:
         return ""
     return (
-        f"context cap: {prompt_tokens} + {max_new_tokens} + {margin} > {context_length} "
+        f"{CONTEXT_CAP_PREFIX} {prompt_tokens} + {max_new_tokens} + {margin} > {context_length} "
         f"(prompt + max_new_tokens + margin = {total} tokens; {model_name} has a context of "
         f"{context_length})"
     )
 
 
 def quarantine_reason(q):
-    return f"quarantined: {q.failure_kind} seen before on this configuration and GPU kind: {q.signature}"
+    return f"{QUARANTINE_PREFIX} {q.failure_kind} seen before on this configuration and GPU kind: {q.signature}"
 
 
 def plan(spec, catalog, quarantines=()):
@@ -218,11 +224,79 @@ def plan(spec, catalog, quarantines=()):
         for i in range(len(spec.exclude))
         if i not in used_rules
     ]
+    probe = None
     if spec.search:
         # A search plans no points, so the cap has nothing to skip: say it here instead.
         lengths = [length for w in spec.workloads for length in (w.prompt_tokens or ())]
+        probe = PlannedPoint(spec.workloads[0].workload, lengths[0] if lengths else None, 1, spec.max_new_tokens)
         reason = lengths and context_cap_reason(lengths[0], spec.max_new_tokens, margin, model.context_length,
                                                 model.name)
         if reason:
             warnings.append(f"search: every probe would be skipped by the {reason}")
-    return Plan(runs=runs, warnings=warnings)
+    return Plan(runs=runs, warnings=warnings,
+                nothing_to_measure=nothing_to_measure(runs, model.context_length, margin, probe))
+
+
+def search_shape(spec_data):
+    """(workload, prompt tokens or None, max new tokens) of a capacity search's probes, from
+    a spec as stored (Spec.to_dict): its one workload at its one prompt length."""
+    workload = spec_data["workloads"][0]
+    name, lengths = (workload, None) if isinstance(workload, str) else next(iter(workload.items()))
+    length = lengths["prompt_tokens"][0] if lengths and lengths.get("prompt_tokens") else None
+    return name, length, int(spec_data.get("max_new_tokens", 256))
+
+
+def _beyond_context(points, context_length, margin):
+    """Why these points exceed the context, with the numbers: "prompt 32,700 + 256 new tokens
+    + 16 margin > 32,768" (from the shortest prompt of several: the others exceed it too)."""
+    lengths = sorted({p.prompt_tokens for p in points if p.prompt_tokens is not None})
+    prompt = f"prompt {lengths[0]:,}" if len(lengths) == 1 else f"prompts of {lengths[0]:,} to {lengths[-1]:,}"
+    new = max(p.max_new_tokens for p in points)
+    added = f" + {margin:,} margin" if margin else ""
+    return f"{prompt} + {new:,} new tokens{added} > {context_length:,}"
+
+
+def _plural(n, one, many):
+    return one if n == 1 else many
+
+
+def nothing_to_measure(runs, context_length, margin, search_probe=None):
+    """Why a plan would measure nothing, in words, or "" when it measures at least one point.
+
+    `runs` are its PlannedRuns (a fresh plan's, or a stored sweep's read back); `context_length`
+    and `margin` the declared context and the spec's margin, for the numbers. A capacity
+    search plans no points: `search_probe` is then a PlannedPoint of its probes' shape, and
+    the search measures something when one of its runs is not skipped and its probes fit.
+    The skips are counted by cause: "nothing to measure: all 12 points are skipped — 8 exceed
+    the context (prompt 32,700 + 256 new tokens + 16 margin > 32,768), 4 quarantined"."""
+    if not runs:
+        return "nothing to measure: the plan has no configuration"
+    live = [r for r in runs if r.status != RunStatus.SKIPPED]
+    if search_probe is not None:
+        if not live:
+            every = "the only configuration is" if len(runs) == 1 else f"all {len(runs):,} configurations are"
+            return f"nothing to measure: {every} quarantined, and a capacity search plans no other point"
+        prompt = search_probe.prompt_tokens
+        if prompt is not None and prompt + search_probe.max_new_tokens + margin > context_length:
+            return (f"nothing to measure: every probe of the capacity search exceeds the context "
+                    f"({_beyond_context([search_probe], context_length, margin)})")
+        return ""
+    if any(p.status == PointStatus.PLANNED for r in live for p in r.points):
+        return ""
+    points = [p for r in runs for p in r.points]
+    if not points:
+        return "nothing to measure: the plan has no point"
+    quarantined = sum(len(r.points) for r in runs if r.status == RunStatus.SKIPPED)
+    capped = [p for r in live for p in r.points if p.reason.startswith(CONTEXT_CAP_PREFIX)]
+    others = [p for r in live for p in r.points if not p.reason.startswith(CONTEXT_CAP_PREFIX)]
+    causes = []
+    if capped:
+        causes.append(f"{len(capped):,} {_plural(len(capped), 'exceeds', 'exceed')} the context "
+                      f"({_beyond_context(capped, context_length, margin)})")
+    if quarantined:
+        causes.append(f"{quarantined:,} quarantined")
+    if others:
+        reasons = sorted({p.reason for p in others if p.reason})
+        causes.append(f"{len(others):,} {others[0].status}" + (f" ({reasons[0]})" if len(reasons) == 1 else ""))
+    every = "the only point is" if len(points) == 1 else f"all {len(points):,} points are"
+    return f"nothing to measure: {every} skipped — {', '.join(causes)}"

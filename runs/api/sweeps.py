@@ -3,6 +3,7 @@
 import json
 from datetime import datetime
 
+from django.db import transaction
 from django.db.models import Count, Q
 from django.shortcuts import get_object_or_404
 from ninja import Field, Query, Router, Schema, Status
@@ -151,6 +152,8 @@ class PlanOut(Schema):
     runs: list[dict]
     totals: dict[str, int]
     warnings: list[str]
+    nothing_to_measure: str = Field(description="Why launching it would be refused (it would measure nothing); "
+                                                "empty when it measures something.")
 
 
 @router.post("/sweeps/plan", response={200: PlanOut, 400: SpecErrorsOut, 401: ErrorOut, 403: ErrorOut},
@@ -164,26 +167,27 @@ def plan_sweep(request):
         the_plan = plan_spec(spec, catalog)
     except SpecError as exc:
         return Status(400, spec_errors(exc))
-    return {**the_plan.to_dict(), "warnings": the_plan.warnings}
+    return {**the_plan.to_dict(), "warnings": the_plan.warnings, "nothing_to_measure": the_plan.nothing_to_measure}
 
 
 @router.post("/sweeps", response={201: SweepDetailOut, 400: SpecErrorsOut, 401: ErrorOut, 403: ErrorOut,
                                   409: ErrorOut}, openapi_extra=SPEC_BODY, tags=["sweeps"])
 def create(request, launch: bool = False):
-    """Store a sweep from a spec as a draft; ``?launch=true`` launches it too."""
+    """Store a sweep from a spec as a draft; ``?launch=true`` launches it too (409, storing
+    nothing, when the launch is refused: a plan that would measure nothing)."""
     require(request, "benchmarks.add_sweep", "create sweeps")
     if launch:
         require(request, "benchmarks.launch_sweep", "launch sweeps")
     try:
         spec, catalog = spec_from_body(request)
-        sweep, _ = create_sweep(spec, owner=request.user, catalog=catalog)
+        with transaction.atomic():
+            sweep, _ = create_sweep(spec, owner=request.user, catalog=catalog)
+            if launch:
+                launch_sweep(sweep)
     except SpecError as exc:
         return Status(400, spec_errors(exc))
-    if launch:
-        try:
-            launch_sweep(sweep)
-        except SweepStateError as exc:
-            raise HttpError(409, str(exc)) from None
+    except SweepStateError as exc:
+        raise HttpError(409, str(exc)) from None
     return Status(201, get_sweep(request, sweep.pk))
 
 
@@ -202,19 +206,21 @@ ACTION_RESPONSES = {200: SweepDetailOut, 401: ErrorOut, 403: ErrorOut, 404: Erro
 
 @router.post("/sweeps/{int:sweep_id}/launch", response=ACTION_RESPONSES, tags=["sweeps"])
 def launch(request, sweep_id: ID):
-    """Queue a draft's planned runs on its host."""
+    """Queue a draft's planned runs on its host; 409 with the reason for anything but a draft,
+    or a draft that would measure nothing."""
     return _action(request, sweep_id, launch_sweep, "launch")
 
 
 @router.post("/sweeps/{int:sweep_id}/cancel", response=ACTION_RESPONSES, tags=["sweeps"])
 def cancel(request, sweep_id: ID):
-    """No new run starts; a running one stops at its next point."""
+    """No new run starts; a running one stops at its next point; 409 unless queued or running."""
     return _action(request, sweep_id, cancel_sweep, "cancel")
 
 
 @router.post("/sweeps/{int:sweep_id}/resume", response=ACTION_RESPONSES, tags=["sweeps"])
 def resume(request, sweep_id: ID):
-    """Queue again every run of the sweep that has not finished."""
+    """Queue again what stopped without finishing (cancelled or never started runs, runs whose
+    worker stopped heartbeating); 409 with the reason when that is nothing."""
     return _action(request, sweep_id, resume_sweep, "resume")
 
 

@@ -3,7 +3,8 @@
 ``sweep_state`` is the one reading behind the page, its live partial and progress.json: the
 runs with their point counts per status, the sweep's progress, its points counted by verdict
 (valid / suspect / invalid) and the time scales of its simulated points, in two queries
-whatever the number of runs. ``run_drawer`` is everything about one run (drawer.json and the drawer
+whatever the number of runs, and what its waiting runs wait for (runs.results.waiting: a few
+more, only while some wait). ``run_drawer`` is everything about one run (drawer.json and the drawer
 partial): timeline, what was launched, what the server said, why it failed, its log tail
 GPU telemetry, the verdict on each of its measured points with the reasons, and the server's own
 view of each point that has one (its /metrics, deltas over the point).
@@ -17,8 +18,9 @@ import shlex
 from django.db.models import Count
 
 from benchmarks.models import SweepStatus
-from runs.models import Point, PointStatus, Run, RunEvent, Validity
+from runs.models import Point, PointStatus, Run, RunEvent, RunStatus, Validity
 from runs.results.gpu_series import gpu_series
+from runs.results.waiting import waiting_sentence
 
 FINISHED_SWEEP = (SweepStatus.DONE, SweepStatus.CANCELLED)
 
@@ -29,22 +31,48 @@ LOG_TAIL_MAX_BYTES = 1 << 20  # never read more than this from the end of a serv
 # What a run row shows (templates/runs/partials/run_row.html) and progress.json sends.
 RUN_ROW_FIELDS = (
     "id", "sweep_id", "position", "method", "params", "tp", "status", "reason", "failure_kind",
-    "failure_cause", "retry_quarantined", "known_failure", "known_failure__signature",
+    "failure_cause", "retry_quarantined", "known_failure", "known_failure__signature", "heartbeat_at",
 )
 
 
-def point_progress(counts):
-    """Points of a status -> count mapping: total, to measure (skipped ones are settled),
-    finished among those, and the percentage."""
+def point_progress(counts, cancelled=False):
+    """Points of a status -> count mapping: ``total``, ``to_measure`` (skipped ones are
+    settled), ``done`` (finished among those: measured, or not_run because their server
+    died) and its percentage ``pct`` (None when there is nothing to measure), and
+    ``cancelled``: how many of them a cancel left unmeasured. Those are the not_run points of
+    a `cancelled` run: not finished, resume measures them."""
     total = sum(counts.values())
     to_measure = total - counts.get(PointStatus.SKIPPED, 0)
-    done = to_measure - counts.get(PointStatus.PLANNED, 0)
-    return {
-        "done": done,
-        "to_measure": to_measure,
-        "total": total,
-        "pct": round(100 * done / to_measure) if to_measure else 100,
-    }
+    unmeasured = counts.get(PointStatus.NOT_RUN, 0) if cancelled else 0
+    done = to_measure - counts.get(PointStatus.PLANNED, 0) - unmeasured
+    return _with_pct({"done": done, "to_measure": to_measure, "total": total, "cancelled": unmeasured})
+
+
+def sweep_progress(progresses):
+    """The sweep's progress: the sum of its runs' (point_progress)."""
+    return _with_pct({key: sum(p[key] for p in progresses) for key in ("done", "to_measure", "total", "cancelled")})
+
+
+def _with_pct(progress):
+    to_measure = progress["to_measure"]
+    return {**progress, "pct": round(100 * progress["done"] / to_measure) if to_measure else None}
+
+
+def progress_text(progress, search=False):
+    """The progress in one sentence. Never "0 of 0 … (100%)": a sweep whose every point was
+    skipped says so, and a capacity search, whose probes come as it measures, says that."""
+    if not progress["to_measure"]:
+        if progress["total"]:
+            return "There is nothing to measure: every point was skipped."
+        if search:
+            return "No probe measured yet: each run's capacity search adds its probes as it measures them."
+        return "There is nothing to measure: the plan has no point."
+    text = f"{progress['done']} of {progress['to_measure']} points to measure are finished ({progress['pct']}%)"
+    if progress["cancelled"]:
+        n = progress["cancelled"]
+        text += (f"; {n} {'was' if n == 1 else 'were'} not measured: the sweep was cancelled "
+                 f"(resume measures {'it' if n == 1 else 'them'})")
+    return text + "."
 
 
 def sweep_state(sweep):
@@ -78,15 +106,17 @@ def sweep_state(sweep):
             scales.add(row["simulated_time_scale"])
     for run in runs:
         run.status_counts = {v: per_run[run.pk][v] for v in PointStatus.values if per_run[run.pk].get(v)}
-        run.progress = point_progress(run.status_counts)
+        run.progress = point_progress(run.status_counts, cancelled=run.status == RunStatus.CANCELLED)
     counts = {value: overall[value] for value in PointStatus.values if overall.get(value)}
     key = json.dumps([[run.pk, run.status_counts] for run in runs])
+    progress = sweep_progress([run.progress for run in runs])
     return {
         "sweep": sweep,
         "finished": sweep.status in FINISHED_SWEEP,
         "runs": runs,
         "counts": counts,
-        "progress": point_progress(overall),
+        "progress": {**progress, "text": progress_text(progress, bool((sweep.spec or {}).get("search")))},
+        "waiting": waiting_sentence(sweep, runs),
         "legend": [(value, label, counts[value]) for value, label in PointStatus.choices if value in counts],
         "counts_key": hashlib.sha1(key.encode()).hexdigest()[:16],
         "verdicts": verdict_counts(verdicts),

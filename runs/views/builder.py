@@ -7,6 +7,7 @@ from pathlib import Path
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import permission_required
+from django.db import transaction
 from django.http import HttpResponseForbidden, JsonResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_POST
@@ -117,6 +118,8 @@ def preview(data, text, catalog):
         "valid": True,
         "errors": [],
         "warnings": the_plan.warnings,
+        # Why launching it would be refused (it would measure nothing); "" when it measures.
+        "nothing_to_measure": the_plan.nothing_to_measure,
         "totals": the_plan.totals,
         "estimate": estimate_duration(the_plan, requests_per_point(spec), spec.warmup_requests, history),
         "search": {"text": search_text(spec.search_spec), "probes_per_run": capacity.search_probes_bound(
@@ -204,9 +207,10 @@ def sweep_new(request):
                              status=400)
     try:
         spec = validate(data, catalog)
-        sweep, _ = create_sweep(spec, owner=request.user, catalog=catalog)
-        if launch:
-            launch_sweep(sweep)
+        with transaction.atomic():  # a launch refused stores no draft either
+            sweep, _ = create_sweep(spec, owner=request.user, catalog=catalog)
+            if launch:
+                launch_sweep(sweep)
     except (SpecError, SweepStateError) as exc:
         errors = _error_entries(exc.errors if isinstance(exc, SpecError) else [str(exc)])
         return _builder_page(request, editor, data, text, preview(data, text, catalog), catalog, errors, status=400)
@@ -242,7 +246,8 @@ def builder_preview(request):
     errors = drawn.place(answer["errors"]) if drawn else answer["errors"]
     slots = drawn.with_path().values() if drawn else ()
     return render(request, "runs/partials/builder_update.html",
-                  {"answer": _page_answer(answer), "errors": errors, "slots": slots})
+                  {"answer": _page_answer(answer), "errors": errors, "slots": slots,
+                   "can_launch": request.user.has_perm("benchmarks.launch_sweep")})
 
 
 MUST_PARSE = {"path": "", "message": "The YAML must parse before the form can show it."}

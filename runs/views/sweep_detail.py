@@ -13,7 +13,7 @@ from django.views.decorators.http import require_POST
 
 from benchmarks.models import Sweep
 from runs.forms import chart_choice
-from runs.lifecycle import SweepStateError, cancel_sweep, launch_sweep, queued_on, resume_sweep
+from runs.lifecycle import SweepStateError, action_refusals, cancel_sweep, launch_sweep, queued_on, resume_sweep
 from runs.models import PointStatus, Run
 from runs.results import live
 from runs.results import points_table as points_table_lib
@@ -45,6 +45,7 @@ def sweep_detail(request, sweep_id):
         "runs/sweep_detail.html",
         {
             **state,
+            "refusals": action_refusals(sweep, runs, state["counts"]),
             "spec_yaml": dump_yaml(sweep.spec),
             # Configurations ranked by goodput per GPU within the SLO; None without a search.
             "capacity": capacity_table(sweep.pk, sweep.spec),
@@ -66,9 +67,10 @@ def sweep_live_partial(request, sweep_id):
     """The sweep page's live parts, polled every 2 s by the page while the sweep is not
     finished (the poller it sends stops then). ``?seen=`` is the counts key the page has:
     when the points moved since, the HX-Trigger header tells the points table to reload."""
-    sweep = get_object_or_404(Sweep.objects.select_related("engine").only("id", "status", "engine__kind"), pk=sweep_id)
+    sweep = get_object_or_404(Sweep.objects.select_related("engine", "host", "llm"), pk=sweep_id)
     state = live.sweep_state(sweep)
-    response = render(request, "runs/partials/sweep_live.html", {**state, **gantt_section(sweep)})
+    response = render(request, "runs/partials/sweep_live.html", {
+        **state, **gantt_section(sweep), "refusals": action_refusals(sweep, state["runs"], state["counts"])})
     if request.GET.get("seen", state["counts_key"]) != state["counts_key"]:
         response["HX-Trigger"] = POINTS_CHANGED
     return response
@@ -103,8 +105,9 @@ def sweep_points_table_partial(request, sweep_id):
 @reader_required
 def sweep_progress(request, sweep_id):
     """The sweep's live state as JSON, for API users. Three queries whatever the number of
-    runs: the sweep, its runs, and point counts per run and status."""
-    sweep = get_object_or_404(Sweep.objects.only("id", "status"), pk=sweep_id)
+    runs: the sweep, its runs, and point counts per run and status (a few more while runs
+    wait: what they wait for)."""
+    sweep = get_object_or_404(Sweep.objects.select_related("host"), pk=sweep_id)
     state = live.sweep_state(sweep)
     return JsonResponse(
         {
@@ -115,6 +118,8 @@ def sweep_progress(request, sweep_id):
                 "finished": state["finished"],
             },
             "progress": state["progress"],
+            # What its waiting runs wait for, in words (runs.results.waiting); null when none waits.
+            "waiting": state["waiting"],
             "counts": state["counts"],
             "status_labels": dict(PointStatus.choices),
             "verdicts": {value: count for value, _, count in state["verdicts"]},
@@ -170,10 +175,8 @@ def _sweep_action(request, sweep_id, action, verb):
             messages.success(
                 request, f"Sweep #{sweep.pk} cancelled: {result} waiting run(s) will not start; a running one stops at its next point."
             )
-        elif result:
-            messages.success(request, f"Sweep #{sweep.pk} resumed: {len(result)} run(s) queued.")
         else:
-            messages.info(request, f"Sweep #{sweep.pk} has no unfinished run to resume.")
+            messages.success(request, f"Sweep #{sweep.pk} resumed: {len(result)} run(s) queued.")
     return redirect("sweep-detail", sweep_id=sweep.pk)
 
 

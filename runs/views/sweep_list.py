@@ -1,4 +1,8 @@
-"""The sweep list: every sweep with its run and point counts, filtered by status."""
+"""The sweep list: every sweep with its run and point counts, filtered by status. Its points
+are counted by what came of them, so that the parts add up to the whole: measured (an
+outcome of requests sent: sweepcore.kinds.MEASURED_POINT_STATUSES), still to measure, not
+run (their server died earlier, or the sweep was cancelled) and skipped (the plan or the
+cap), all in the one query of the page."""
 
 from django.core.paginator import Paginator
 from django.db.models import Count, Q
@@ -7,6 +11,7 @@ from django.shortcuts import render
 from benchmarks.models import Sweep
 from runs.models import PointStatus
 from runs.roles import reader_required
+from sweepcore.kinds import MEASURED_POINT_STATUSES
 
 SWEEPS_PER_PAGE = 50
 
@@ -18,10 +23,9 @@ def sweep_list(request):
         .annotate(
             run_count=Count("runs", distinct=True),
             point_count=Count("runs__points"),
-            points_measured=Count(
-                "runs__points",
-                filter=~Q(runs__points__status__in=[PointStatus.PLANNED, PointStatus.SKIPPED]),
-            ),
+            points_measured=Count("runs__points", filter=Q(runs__points__status__in=MEASURED_POINT_STATUSES)),
+            points_planned=Count("runs__points", filter=Q(runs__points__status=PointStatus.PLANNED)),
+            points_not_run=Count("runs__points", filter=Q(runs__points__status=PointStatus.NOT_RUN)),
             points_skipped=Count("runs__points", filter=Q(runs__points__status=PointStatus.SKIPPED)),
         )
         .order_by("-created_at", "-id")

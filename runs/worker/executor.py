@@ -24,7 +24,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from benchmarks.models import FailureKind, SweepStatus, WorkloadKind
-from runs.lifecycle import refresh_sweep_status
+from runs.lifecycle import CANCELLED_POINT_REASON, refresh_sweep_status
 from runs.models import PointStatus, RunEventKind, RunStatus
 from runs.worker.store import ClaimLost, RunStore, heartbeat_interval
 from sweepcore import (
@@ -41,6 +41,7 @@ from sweepcore import (
 )
 from sweepcore.engines import ArgvError, LaunchValues, get_adapter
 from sweepcore.kinds import RequestErrorKind
+from sweepcore.plan import search_shape
 from sweepcore.server import (
     NotReady,
     ServerExited,
@@ -392,8 +393,10 @@ class RunExecutor:
             refresh_sweep_status(run.sweep_id)
 
     def cancelled(self):
+        """Stopped at a point boundary: the points not reached are not_run (resume plans them again)."""
         with self.store.owned():
             self.store.event(RunEventKind.CANCELLED, "the sweep was cancelled; stopped at a point boundary")
+            self.store.points_not_run(CANCELLED_POINT_REASON)
             self.store.finish(RunStatus.CANCELLED)
 
     def end_unless_lost(self, end):
@@ -766,10 +769,7 @@ class RunExecutor:
 
     def search_template(self):
         """An unsaved point of the search's workload and length, for the warmup's prompt."""
-        workload = self.spec["workloads"][0]
-        name, lengths = (workload, None) if isinstance(workload, str) else next(iter(workload.items()))
-        length = lengths["prompt_tokens"][0] if lengths else None
-        return self.store.point_template(name, length, int(self.spec.get("max_new_tokens", 256)))
+        return self.store.point_template(*search_shape(self.spec))
 
     def search_capacity(self, template):
         """Probe loads picked by sweepcore.capacity on this one server, each a stored point,

@@ -9,13 +9,13 @@ import json
 import os
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from datetime import timedelta
 
 from django.db import IntegrityError, connection, models, transaction
 from django.db.models import F
 from django.utils import timezone
 
 from benchmarks.models import FailureKind, Host, KnownFailure, Sweep, SweepStatus, Workload
+from runs.managers import stale_after
 from runs.models import (
     GpuLease,
     Point,
@@ -42,11 +42,6 @@ NO_EVIDENCE = {"validity": "", "validity_reasons": [], "intervals": {}, "simulat
 #: fits its free GPUs (runs.tasks.take_run).
 TAKE_POLL_S = float(os.environ.get("SWEEPLAB_TAKE_POLL_S", 5))
 IN_FLIGHT = (RunStatus.STARTING, RunStatus.RUNNING)
-
-
-def stale_after():
-    """A claim whose heartbeat is older than this may be taken over (the worker died)."""
-    return timedelta(seconds=int(os.environ.get("SWEEPLAB_STALE_CLAIM_S", 60)))
 
 
 def heartbeat_interval(most_s=5.0):

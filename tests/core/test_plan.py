@@ -2,7 +2,7 @@ from pathlib import Path
 
 import pytest
 
-from sweepcore.plan import MAX_POINTS, Quarantine, plan, point_label
+from sweepcore.plan import MAX_POINTS, Quarantine, plan, point_label, search_shape
 from sweepcore.spec import SpecError, load_spec_file, load_yaml, validate
 from tests.core.catalogs import demo_catalog
 
@@ -156,3 +156,59 @@ def test_plan_json_has_the_documented_shape():
 ])
 def test_a_point_is_named_by_workload_length_and_load(args, label):
     assert point_label(*args) == label
+
+
+# --- a plan that would measure nothing --------------------------------------------------
+
+SEARCH = EXAMPLE.with_name("capacity-search-sim.yaml")
+
+
+def all_skipped(**changes):
+    data = {
+        "name": "all-skipped", "host": "sim-8x-rtxpro6000", "engine": "sglang-sim", "model": "Qwen/Qwen3.6-27B",
+        "tp": [1], "methods": ["autoregressive", {"ddtree": {"budget": [8]}}],
+        "workloads": [{"long-context": {"prompt_tokens": [32700, 40000]}}], "concurrency": [1, 2], **changes,
+    }
+    return validate(data, demo_catalog())
+
+
+def test_a_plan_whose_every_point_is_skipped_says_why_counting_each_cause():
+    the_plan = plan(all_skipped(), demo_catalog(), quarantines())
+    assert the_plan.nothing_to_measure == (
+        "nothing to measure: all 8 points are skipped — 4 exceed the context (prompts of 32,700 to 40,000 "
+        "+ 256 new tokens + 16 margin > 32,768), 4 quarantined")
+
+
+def test_a_single_point_beyond_the_context_is_said_with_its_numbers():
+    spec = all_skipped(methods=["autoregressive"], workloads=[{"long-context": {"prompt_tokens": [32700]}}],
+                       concurrency=[1], options={"context_margin_tokens": 0})
+    assert plan(spec, demo_catalog()).nothing_to_measure == (
+        "nothing to measure: the only point is skipped — 1 exceeds the context "
+        "(prompt 32,700 + 256 new tokens > 32,768)")
+
+
+def test_a_plan_with_a_point_to_measure_has_nothing_to_say():
+    assert plan(example_spec(), demo_catalog(), quarantines()).nothing_to_measure == ""
+    # One point that fits is enough.
+    spec = all_skipped(workloads=[{"long-context": {"prompt_tokens": [3000, 40000]}}])
+    assert plan(spec, demo_catalog(), quarantines()).nothing_to_measure == ""
+
+
+def test_a_capacity_search_measures_nothing_when_its_probes_exceed_the_context_or_every_run_is_quarantined():
+    text = SEARCH.read_text()
+    assert plan(spec_of(text), demo_catalog()).nothing_to_measure == ""  # a search plans no point, yet measures
+    long = text.replace("workloads: [fibonacci]", "workloads: [{long-context: {prompt_tokens: [32700]}}]")
+    assert plan(spec_of(long), demo_catalog()).nothing_to_measure == (
+        "nothing to measure: every probe of the capacity search exceeds the context "
+        "(prompt 32,700 + 64 new tokens + 16 margin > 32,768)")
+    only_ddtree = text.replace("  - autoregressive\n", "")
+    quarantined = [Quarantine("ddtree", {"budget": 15, "topk_cap": 8}, 1, "cuda_illegal_instruction", SIGNATURE)]
+    assert plan(spec_of(only_ddtree), demo_catalog(), quarantined).nothing_to_measure == (
+        "nothing to measure: the only configuration is quarantined, and a capacity search plans no other point")
+
+
+def test_a_search_probes_shape_is_read_from_the_stored_spec():
+    data = spec_of(SEARCH.read_text().replace(
+        "workloads: [fibonacci]", "workloads: [{long-context: {prompt_tokens: [3000]}}]")).to_dict()
+    assert search_shape(data) == ("long-context", 3000, 64)
+    assert search_shape(spec_of(SEARCH.read_text()).to_dict()) == ("fibonacci", None, 64)

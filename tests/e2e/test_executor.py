@@ -235,7 +235,7 @@ def test_a_retry_launches_the_configuration_again_and_keeps_what_it_measured(cat
 def test_cancel_stops_the_running_run_at_a_point_boundary(catalog):
     import threading
 
-    from runs.lifecycle import cancel_sweep, resume_sweep
+    from runs.lifecycle import CANCELLED_POINT_REASON, cancel_sweep, resume_sweep
 
     engine = Engine.objects.get(name="sglang-sim")
     engine.argv_template = [a if a != TIME_SCALE else "0.05" for a in engine.argv_template]
@@ -254,7 +254,10 @@ def test_cancel_stops_the_running_run_at_a_point_boundary(catalog):
     assert execute_run(second, worker_id="test") is None  # a cancelled sweep starts nothing
     run1, run2 = Run.objects.get(pk=first), Run.objects.get(pk=second)
     assert run1.status == "cancelled" and run2.status == "cancelled"
-    assert "ok" in statuses(run1) and "planned" in statuses(run1)
+    # What the cancel left unmeasured is not_run, with the reason; nothing stays planned.
+    assert "ok" in statuses(run1) and "not_run" in statuses(run1) and "planned" not in statuses(run1)
+    assert set(statuses(run2)) == {"not_run"}
+    assert {p.reason for p in Point.objects.filter(run__sweep=sweep, status="not_run")} == {CANCELLED_POINT_REASON}
     sweep.refresh_from_db()
     assert sweep.status == "cancelled"
 
@@ -265,6 +268,7 @@ def test_cancel_stops_the_running_run_at_a_point_boundary(catalog):
     sweep.refresh_from_db()
     assert sweep.status == "done"
     assert statuses(Run.objects.get(pk=first)) == ["ok", "ok", "ok"]
+    assert set(statuses(Run.objects.get(pk=second))) == {"ok"}
     assert {pk: Point.objects.get(pk=pk).output_throughput for pk in kept} == kept
 
 

@@ -71,13 +71,13 @@ def test_exclusive_runs_take_turns_though_a_slot_is_free(catalog, tmp_path):
     assert waited.exists() and "waiting for 8 GPU(s) of host sim-8x-rtxpro6000" in waited.first().message
 
 
-def test_a_killed_workers_gpus_go_to_another_worker_once_its_heartbeat_is_stale(catalog, tmp_path):
+def test_a_killed_workers_gpus_go_to_another_worker_once_its_heartbeat_is_stale(catalog, tmp_path, monkeypatch):
     import os
     import signal
     from datetime import timedelta
 
-    from runs.lifecycle import resume_sweep
     from tests.e2e.processes import wait_for
+    from tests.e2e.test_sweep_worker import resume_once_stale
 
     fast_engine(0.05)
     spec = validate({
@@ -89,6 +89,7 @@ def test_a_killed_workers_gpus_go_to_another_worker_once_its_heartbeat_is_stale(
     sweep, _ = create_sweep(spec)
     first = Run.objects.get(sweep=sweep, position=0)
     env = {"SWEEPLAB_STALE_CLAIM_S": "3", "SWEEPLAB_GPU_LEASE_POLL_S": "0.5"}
+    monkeypatch.setenv("SWEEPLAB_STALE_CLAIM_S", "3")
     with celery_worker(["host.sim-8x-rtxpro6000"], tmp_path / "worker.log", **env) as worker:
         launch_sweep(sweep)
         assert wait_for(lambda: first.points.filter(status="ok").exists(), timeout=120, interval=0.2)
@@ -101,7 +102,7 @@ def test_a_killed_workers_gpus_go_to_another_worker_once_its_heartbeat_is_stale(
 
     log = tmp_path / "worker2.log"
     with celery_worker(["host.sim-8x-rtxpro6000"], log, concurrency=2, **env):
-        resume_sweep(sweep)
+        resume_once_stale(sweep)
         wait_sweep(sweep, timeout=180, log=log)
     runs = list(Run.objects.filter(sweep=sweep))
     assert {r.status for r in runs} == {"done"}, [(r.status, r.failure_cause) for r in runs]

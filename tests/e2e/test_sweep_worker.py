@@ -10,7 +10,7 @@ import pytest
 
 from benchmarks.catalog import load_catalog
 from benchmarks.models import Engine, KnownFailure
-from runs.lifecycle import create_sweep, launch_sweep, resume_sweep
+from runs.lifecycle import SweepStateError, create_sweep, launch_sweep, resume_sweep
 from runs.models import Point, Run, RunEvent
 from sweepcore.spec import load_spec_file, load_yaml, validate
 from sweeplab.celery import EXECUTE_RUN, send_to_host
@@ -42,6 +42,20 @@ def wait_sweep(sweep, timeout, log):
         return sweep.status in ("done", "cancelled")
 
     assert wait_for(finished, timeout=timeout, interval=1), f"sweep still {sweep.status}:\n{log.read_text()[-3000:]}"
+
+
+def resume_once_stale(sweep, timeout=30):
+    """Resume the sweep of a killed worker as an operator does: resume refuses while the
+    run's heartbeat is fresh (a live worker might drive it), and takes it over once it is
+    stale (SWEEPLAB_STALE_CLAIM_S, set in this process too)."""
+    def resumed():
+        try:
+            return resume_sweep(sweep)
+        except SweepStateError as exc:
+            assert "nothing to resume" in str(exc) and "heartbeat" in str(exc), exc
+            return None
+
+    assert wait_for(resumed, timeout=timeout, interval=0.5), "resume was still refused"
 
 
 def run_of(sweep, method, tp, **params):
@@ -99,7 +113,7 @@ def test_the_example_sweep_through_a_worker(catalog, tmp_path):
 
 
 @pytest.mark.slow
-def test_a_worker_killed_mid_run_resumes_without_losing_or_repeating_points(catalog, tmp_path):
+def test_a_worker_killed_mid_run_resumes_without_losing_or_repeating_points(catalog, tmp_path, monkeypatch):
     fast_engine(0.05)
     before = simengine_pids()
     spec = validate(
@@ -115,6 +129,7 @@ def test_a_worker_killed_mid_run_resumes_without_losing_or_repeating_points(cata
     first = Run.objects.get(sweep=sweep, position=0)
     log = tmp_path / "worker.log"
     env = {"SWEEPLAB_STALE_CLAIM_S": "3"}
+    monkeypatch.setenv("SWEEPLAB_STALE_CLAIM_S", "3")
     with celery_worker(["host.sim-8x-rtxpro6000"], log, **env) as worker:
         launch_sweep(sweep)
         assert wait_for(lambda: first.points.filter(status="ok").count() >= 2, timeout=120, interval=0.2), log.read_text()
@@ -126,7 +141,7 @@ def test_a_worker_killed_mid_run_resumes_without_losing_or_repeating_points(cata
     orphan = first.pid
 
     with celery_worker(["host.sim-8x-rtxpro6000"], tmp_path / "worker2.log", **env):
-        resume_sweep(sweep)
+        resume_once_stale(sweep)
         wait_sweep(sweep, timeout=180, log=tmp_path / "worker2.log")
         first.refresh_from_db()
         events_before = RunEvent.objects.filter(run=first).count()

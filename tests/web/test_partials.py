@@ -60,7 +60,7 @@ def test_the_live_partial_sends_the_same_run_rows_the_page_shows(sweep, viewer, 
     assert run_rows(sent) == page and len(page) == 3
     # Out of band, by id, inside a <template> (a <tbody> cannot stand alone in a fragment).
     template = sent[sent.index("<template>"):sent.index("</template>")]
-    assert run_rows(template) == page and sent.count(' hx-swap-oob="true"') == 3 + 7  # rows, status, actions, bar, legend, verdicts, status chart, gantt
+    assert run_rows(template) == page and sent.count(' hx-swap-oob="true"') == 3 + 8  # rows, status, actions, bar, waiting, legend, verdicts, status chart, gantt
     crashed = Run.objects.get(sweep=sweep, position=1)
     row = page[crashed.pk]
     assert '<span class="badge r-crashed" data-field="status">Crashed</span>' in row

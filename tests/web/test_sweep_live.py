@@ -52,7 +52,10 @@ def test_progress_json_counts_points_per_run_and_overall(sweep, viewer, client):
     assert data["sweep"] == {"id": sweep.pk, "status": "draft", "status_display": "Draft", "finished": False}
     # 161 points, 23 skipped by the context cap: 138 to measure; 7 + 1 finished.
     finished = len(ok) + 1
-    assert data["progress"] == {"done": finished, "to_measure": 138, "total": 161, "pct": round(100 * finished / 138)}
+    pct = round(100 * finished / 138)
+    assert data["progress"] == {"done": finished, "to_measure": 138, "total": 161, "cancelled": 0, "pct": pct,
+                                "text": f"{finished} of 138 points to measure are finished ({pct}%)."}
+    assert data["waiting"] is None  # a draft waits for nothing
     assert data["counts"] == {
         "planned": 138 - finished, "ok": 3, "crashed": 1, "skipped": 23, "not_run": len(ok) - 3,
     }
@@ -67,6 +70,7 @@ def test_progress_json_counts_points_per_run_and_overall(sweep, viewer, client):
         "done": len(ok),
         "to_measure": len(ok),
         "total": first.points.count(),
+        "cancelled": 0,
         "pct": 100,
         "counts": {"ok": 2, "crashed": 1, "not_run": len(ok) - 3, "skipped": first.points.count() - len(ok)},
     }

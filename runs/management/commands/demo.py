@@ -81,7 +81,8 @@ class Command(BaseCommand):
                     state = (f"queued, {totals['runs']} runs and {totals['points']} points "
                              f"({totals['skipped_points']} skipped by plan)")
             elif sweep.status in UNFINISHED:
-                resume_sweep(sweep, enqueue=not waits)
+                # `make run` has just started the workers: whatever the last ones held is lost.
+                resume_sweep(sweep, enqueue=not waits, workers_restarted=True)
                 state = "unfinished: resumed"
             elif sweep.status == SweepStatus.DRAFT:
                 launch_sweep(sweep, enqueue=not waits)

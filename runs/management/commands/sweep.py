@@ -10,7 +10,7 @@ import time
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.management.base import BaseCommand, CommandError
-from django.db import DatabaseError
+from django.db import DatabaseError, transaction
 
 from benchmarks.catalog import load_catalog
 from benchmarks.models import Sweep, SweepStatus
@@ -31,6 +31,12 @@ from sweepcore.spec import SpecError, load_spec_file
 POLL_S = 1.0
 
 EXIT_INVALID = 2
+
+
+def plan_warnings(the_plan):
+    """A plan's warnings, and why launching it would be refused when it measures nothing."""
+    refused = [f"{the_plan.nothing_to_measure}; launching it is refused"] if the_plan.nothing_to_measure else []
+    return refused + the_plan.warnings
 
 
 class Command(BaseCommand):
@@ -54,7 +60,7 @@ class Command(BaseCommand):
         for action, text in (
             ("launch", "queue a draft sweep's runs on its host"),
             ("cancel", "stop a sweep: no new runs; the running one stops at its next point"),
-            ("resume", "re-enqueue every run that is not finished; stored points are kept"),
+            ("resume", "re-enqueue what stopped without finishing (cancelled, or its worker died); stored points are kept"),
         ):
             sub.add_parser(action, help=text).add_argument("sweep_id", type=int)
         show = sub.add_parser("show", help="a sweep's runs and points with their results")
@@ -89,7 +95,7 @@ class Command(BaseCommand):
             f"{file}: valid. {totals['runs']} runs, {totals['points']} points "
             f"({totals['skipped_points']} skipped)."
         )
-        self.warn(the_plan.warnings)
+        self.warn(plan_warnings(the_plan))
 
     def do_plan(self, file, as_json=False, **options):
         spec, catalog = self.load(file)
@@ -98,7 +104,7 @@ class Command(BaseCommand):
             self.stdout.write(json.dumps(the_plan.to_dict(), indent=2))
         else:
             self.print_plan(spec, the_plan)
-        self.warn(the_plan.warnings)
+        self.warn(plan_warnings(the_plan))
 
     def do_create(self, file, owner=None, **options):
         user = self.owner(owner)
@@ -110,7 +116,7 @@ class Command(BaseCommand):
             f"{totals['points']} points ({totals['skipped_points']} skipped)."
         )
         self.stdout.write(f"{settings.SWEEPLAB_BASE_URL}{sweep.get_absolute_url()}")
-        self.warn(the_plan.warnings)
+        self.warn(plan_warnings(the_plan))
 
     def get_sweep(self, sweep_id):
         sweep = Sweep.objects.select_related("host").filter(pk=sweep_id).first()
@@ -143,9 +149,10 @@ class Command(BaseCommand):
     def do_run(self, file, owner=None, inline=False, as_json=False, **options):
         user = self.owner(owner)
         spec, catalog = self.load(file)
-        sweep, the_plan = create_sweep(spec, owner=user, catalog=catalog)
+        with transaction.atomic():  # a launch refused stores no draft either
+            sweep, the_plan = create_sweep(spec, owner=user, catalog=catalog)
+            run_ids = launch_sweep(sweep, enqueue=not inline)
         self.warn(the_plan.warnings)
-        run_ids = launch_sweep(sweep, enqueue=not inline)
         progress = self.stderr if as_json else self.stdout
         progress.write(f"Sweep {sweep.pk} ({sweep.name}): {len(run_ids)} runs to execute"
                        f"{' in this process' if inline else f' on {queued_on(sweep)}'}; "
