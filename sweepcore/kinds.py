@@ -85,7 +85,7 @@ class PointStatus(LabelledStrEnum):
     TIMEOUT = "timeout", "Timed out"
     CONTEXT_OVERFLOW = "context_overflow", "Context overflow (server refused the length)"
     SKIPPED = "skipped", "Skipped"
-    NOT_RUN = "not_run", "Not run (server died earlier)"
+    NOT_RUN = "not_run", "Not run"
 
 
 #: The point statuses that are the outcome of a measurement: requests were sent and what came

@@ -110,7 +110,7 @@ MARKER_STATUSES = {
     PointStatus.TIMEOUT.value: ("#b26a00", "rectRot", "the point ran out of time"),
     PointStatus.CONTEXT_OVERFLOW.value: ("#e0603a", "rect", "the server refused the prompt length"),
     PointStatus.SKIPPED.value: ("#6d5bb0", "circle", "skipped by a cap or a quarantine"),
-    PointStatus.NOT_RUN.value: ("#8a939e", "cross", "not run: its server died earlier"),
+    PointStatus.NOT_RUN.value: ("#8a939e", "cross", "not run: its server died earlier, or the sweep was cancelled"),
 }
 NO_BASELINE = "no_baseline"
 NO_BASELINE_MARKER = ("#5c6670", "dash", "no ok autoregressive baseline in the same sweep at this TP and point")

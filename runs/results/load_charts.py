@@ -23,7 +23,9 @@ point that is not invalid, whatever its load; one dataset per method and TP (the
 registry colour, a shade and a point style per TP), and the front (sweepcore.pareto) as a
 line. The front is drawn through valid and unjudged points only: a suspect point is shown
 (hollow) but never makes the front. Every item names its configuration, its load, its
-verdict, and how to send the same load again (sweepcore.reproduce).
+verdict, and how to send the same load again (sweepcore.reproduce). The Pareto charts are
+small multiples of one group (``"group": "pareto"``, ``groupTitle``, ``panel`` the workload
+and length with the counts), drawn side by side with one legend.
 
 The JSON shape (``load_charts``)::
 
@@ -448,8 +450,14 @@ def pareto_chart(sweep, series, shape, chart_id, title):
         parts.append(f"{invalid} invalid left out")
     chart = _chart(chart_id, "scatter", f"{title} ({', '.join(parts)})", "tok/s per user: 1000 / median TPOT (tok/s)",
                    "output tok/s per GPU (tok/s)", datasets, x_type="linear")
+    # Small multiples: one panel per workload and length under one title, one legend (charts.js).
+    chart.update(group=PARETO_GROUP, groupTitle=PARETO_TITLE, panel=f"{_shape_label(shape)} ({', '.join(parts)})")
     chart["annotations"] = []
     return chart
+
+
+PARETO_GROUP = "pareto"
+PARETO_TITLE = "Pareto: output tok/s per GPU against tok/s per user"
 
 
 def pareto_charts(sweep, series):
@@ -459,7 +467,7 @@ def pareto_charts(sweep, series):
             if point["status"] == PointStatus.OK and _shape(point) not in shapes:
                 shapes.append(_shape(point))
     return [pareto_chart(sweep, series, shape, f"pareto:{_shape_label(shape)}",
-                         f"Pareto: output tok/s per GPU against tok/s per user, {_shape_label(shape)}")
+                         f"{PARETO_TITLE}, {_shape_label(shape)}")
             for shape in shapes]
 
 

@@ -10,7 +10,7 @@ from sweepcore.metrics import INTERVAL_METRICS, higher_is_better
 
 # The sweep page starts on a short first page (PAGE_PER_PAGE, sent by its form) so that a
 # sweep of hundreds of points still reads at a glance; points-table.json keeps its default.
-PAGE_PER_PAGE = 25
+PAGE_PER_PAGE = 20
 PER_PAGE_CHOICES = (PAGE_PER_PAGE, 50, DEFAULT_PER_PAGE, 200, MAX_PER_PAGE)
 
 # The columns before the measured ones: (sort column, header, numeric).
@@ -146,13 +146,19 @@ def points_page(sweep_id, params):
     as points_table does."""
     data = points_table(sweep_id, params)
     total, page, per_page = data["total"], data["page"], data["per_page"]
+    rows = [_display_row(row, params["cols"]) for row in with_evidence(data["rows"])]
+    # Every measured row of the page simulated at one time scale: said once above the table,
+    # not per row (a point that was not measured has no figure to read in model time).
+    scales = {row["simulated_time_scale"] for row in rows if row["status"] == "ok" or row["simulated_time_scale"] is not None}
+    one_scale = scales.pop() if len(scales) == 1 else None
     return {
         **data,
         "sweep_id": sweep_id,
         "params": params,
         "headers": headers(data["sort"], params["cols"]),
         "columns_chosen": column_choices(params["cols"]),
-        "rows": [_display_row(row, params["cols"]) for row in with_evidence(data["rows"])],
+        "rows": rows,
+        "one_simulated_scale": one_scale,
         "first": (page - 1) * per_page + 1 if total else 0,
         "last": min(total, page * per_page),
         "previous_page": page - 1 if page > 1 else None,

@@ -57,7 +57,7 @@ def sweep_detail(request, sweep_id):
             "valid_only": request.GET.get("valid_only") == "1",
             "points_per_page": PAGE_PER_PAGE,
             # title, axis and legend, then a bar per run, the plot at least 230 px tall
-            "chart_height_px": 110 + max(230, 19 * len(runs)),
+            "chart_height_px": 110 + max(230, 14 * len(runs)),
         },
     )
 

@@ -26,6 +26,27 @@
   if (!window.Chart) return;
   const text = window.sweeplab.el;
 
+  // The marker legend's entries that the drawn charts use (their markers' statuses, and
+  // "Suspect" where an item is suspect), so that a page says only what it shows; none: no legend.
+  function usedLegend(entries, charts, validOnly) {
+    const used = {};
+    charts.forEach(function (chart) {
+      chart.datasets.forEach(function (d) {
+        if (d.kind === "marker" && d.data.length) used[d.status] = true;
+        else if (d.data) d.data.forEach(function (item) {
+          if (item && typeof item === "object" && item.validity === "suspect") used.suspect = true;
+          if (item && typeof item === "object" && item.validity === "invalid") used.invalid = true;
+        });
+      });
+    });
+    const out = entries.filter(function (e) { return used[e.status]; });
+    if (!validOnly) {
+      if (used.invalid && !out.some(function (e) { return e.status === "invalid"; })) out.push(INVALID_MARKER);
+      if (used.suspect) out.push(SUSPECT_ENTRY);
+    }
+    return out;
+  }
+
   function legendBox(entries) {
     const box = text("p", "chart-legend");
     box.appendChild(text("span", "muted", "Points without a value, drawn in the “no value” lane under each plot (hover for what each means): "));
@@ -99,6 +120,7 @@
         pointStyle: INVALID_MARKER.pointStyle, pointRadius: 8, pointHoverRadius: 10, borderWidth: 2,
         backgroundColor: INVALID_MARKER.color, borderColor: INVALID_MARKER.color, showLine: false, order: -1 });
     }
+    if (category && chart.type === "bar") return inSlots(chart, datasets);
     // A lane row per configuration that has a marker, in the order of the value datasets.
     const marked = new Set();
     datasets.forEach(function (d) {
@@ -121,6 +143,47 @@
     datasets.laneRows = rows.length;
     return datasets;
   }
+
+  // The lane of a bar chart: a row per status, each marker under the slot its
+  // configuration's bar takes in its category (Chart.js's grouped bars: categoryPercentage
+  // 0.8, a slot per dataset; slotPlugin moves it there); so 25 configurations' skipped
+  // points take one row, each where its missing bar would be. (A series hidden from the
+  // legend frees its slot and the bars close up; the markers keep their places.)
+  function inSlots(chart, datasets) {
+    const values = datasets.filter(function (d) { return d.kind === "value"; }).map(function (d) { return d.label; });
+    const statuses = [];
+    datasets.forEach(function (d) {
+      if (d.kind !== "marker") { d.yAxisID = "y"; return; }
+      if (statuses.indexOf(d.status) < 0) statuses.push(d.status);
+      d.yAxisID = "lane";
+      d.pointRadius = 4;
+      d.pointHoverRadius = 6;
+      d.slots = values.length;
+      const row = statuses.indexOf(d.status);
+      d.data = d.data.map(function (item) {
+        return Object.assign({}, item, { y: row, slot: values.indexOf(item.series || item.config) });
+      });
+    });
+    datasets.laneRows = statuses.length;
+    return datasets;
+  }
+
+  // Moves each slotted marker (inSlots) from its category's middle to its configuration's
+  // bar slot, after every layout, so that hovering finds it where it is drawn.
+  const slotPlugin = {
+    id: "sweeplabSlots",
+    afterDatasetUpdate: function (instance, args) {
+      const d = instance.data.datasets[args.index];
+      if (!d || d.kind !== "marker" || !d.slots) return;
+      const x = instance.scales.x;
+      const width = x.getPixelForValue(1) - x.getPixelForValue(0);
+      args.meta.data.forEach(function (element, i) {
+        const item = d.data[i];
+        if (!item || item.slot < 0 || !isFinite(width)) return;
+        element.x += width * (-0.4 + 0.8 * (item.slot + 0.5) / d.slots);
+      });
+    },
+  };
 
   // How many lane rows a chart needs (the panels of a group share the largest).
   function laneRowsOf(chart, validOnly) { return prepare(chart, validOnly).laneRows; }
@@ -302,25 +365,37 @@
   }
 
   const LINE_STYLE = { borderWidth: 2, pointRadius: 3, fill: false, spanGaps: false };
-  const PLOT_PX = 240; // the value axis's share of a chart's height, in px (at least 220 drawn)
+  const PLOT_PX = 228; // the value axis's share of a chart's height, in px (at least 220 drawn)
   const LANE_ROW_PX = 10;
-  const FRAME_PX = { category: 100, linear: 80 }; // title and x axis: two-line ticks, or numbers
+  const FRAME_PX = { category: 94, linear: 80 }; // title and x axis: two-line ticks, or numbers
 
-  // The legend of a chart, in HTML under its plot (so that it never eats the plot): its
-  // configurations grouped by method, a swatch per parameter value ("ddtree topk_cap=8 ·
-  // budget ■8 ■12 ■15"); other series (no configuration) a swatch each. A click on an item
-  // hides or shows that series in every chart of the group.
-  function seriesLegend(datasets, configs, onToggle) {
+  // What a legend entry stands for: a configuration's method and parameter values (the
+  // same entry in every TP panel), else the series' own label.
+  function seriesKey(d, configs) {
+    const identity = configs[d.label];
+    return identity && identity.legend ? identity.legend.group + "\u0000" + identity.legend.item : d.label;
+  }
+
+  // The legend of a chart, or of a row of charts (a group's TP panels, the Pareto view's
+  // workloads), in HTML under the plots (so that it never eats a plot): the configurations
+  // grouped by method, a swatch per parameter value ("ddtree topk_cap=8 · budget ■8 ■12
+  // ■15"), each once whatever the number of charts; other series (no configuration) a
+  // swatch each. A click on an item hides or shows that series in every chart of the row.
+  function seriesLegend(datasets, configs, onToggle, shared) {
     const box = text("div", "series-legend");
     box.dataset.field = "series-legend";
     const groups = [];
     const byGroup = {};
+    const seen = {};
     datasets.forEach(function (d) {
       if (d.kind !== "value" && d.kind !== undefined) return;
+      const series = seriesKey(d, configs);
+      if (seen[series]) return;
+      seen[series] = true;
       const identity = configs[d.label];
       const key = identity && identity.legend ? identity.legend.group : "";
       if (!(key in byGroup)) { byGroup[key] = []; groups.push(key); }
-      byGroup[key].push({ dataset: d, item: identity && identity.legend ? identity.legend.item : d.label });
+      byGroup[key].push({ dataset: d, series: series, item: identity && identity.legend ? identity.legend.item : d.label });
     });
     groups.forEach(function (key) {
       const row = text("span", "series-legend-group");
@@ -328,7 +403,9 @@
       byGroup[key].forEach(function (entry) {
         const item = text("button", "series-legend-item");
         item.type = "button";
-        item.title = entry.dataset.label + " (click to hide or show)";
+        // Its name in full; under a row of TP panels it stands for every TP.
+        const name = shared && configs[entry.dataset.label] ? entry.dataset.label.replace(/ TP\d+(?= |$)/, "") : entry.dataset.label;
+        item.title = name + " (click to hide or show)";
         item.dataset.series = entry.dataset.label;
         const swatch = text("span", "chart-swatch");
         swatch.style.background = entry.dataset.plainColor || entry.dataset.borderColor;
@@ -337,13 +414,25 @@
         item.addEventListener("click", function () {
           const hidden = item.classList.toggle("off");
           item.setAttribute("aria-pressed", hidden ? "true" : "false");
-          onToggle(entry.dataset.label, hidden);
+          onToggle(entry.series, hidden);
         });
         row.appendChild(item);
       });
       box.appendChild(row);
     });
     return box;
+  }
+
+  // Hides or shows one legend entry's series in each chart of ``instances``.
+  function toggleSeries(instances, configs) {
+    return function (series, hidden) {
+      instances.forEach(function (other) {
+        other.data.datasets.forEach(function (d, i) {
+          if (seriesKey(d, configs) === series) other.setDatasetVisibility(i, !hidden);
+        });
+        other.update("none");
+      });
+    };
   }
 
   // "long-context 3000" as two lines ("3000" over "long-context") on the first category of
@@ -361,8 +450,8 @@
   }
 
   // options: configs (config label -> identity, for the grouped legend), laneRows (the
-  // lane's height in rows, shared by a group's panels), group (the charts a legend click
-  // hides a series in).
+  // lane's height in rows, shared by a group's panels), group (the charts of its row, which
+  // it joins), sharedLegend (the row has one legend under it: none of its own).
   function render(chart, container, validOnly, options) {
     options = options || {};
     const reproducible = chart.datasets.some(function (d) {
@@ -434,7 +523,7 @@
     const instance = new Chart(canvas, {
       type: type,
       data: category ? { labels: chart.labels, datasets: datasets } : { datasets: datasets },
-      plugins: [lanePlugin, alignLegend],
+      plugins: [lanePlugin, slotPlugin, alignLegend],
       options: {
         maintainAspectRatio: false,
         animation: false,
@@ -458,14 +547,9 @@
       },
     });
     window.sweeplabCharts[chart.id] = instance;
-    const group = options.group || [instance];
     if (options.group) options.group.push(instance);
-    legendBox = seriesLegend(datasets, options.configs || {}, function (label, hidden) {
-      group.forEach(function (other) {
-        other.data.datasets.forEach(function (d, i) { if (d.label === label) other.setDatasetVisibility(i, !hidden); });
-        other.update("none");
-      });
-    });
+    if (options.sharedLegend) return instance;
+    legendBox = seriesLegend(datasets, options.configs || {}, toggleSeries([instance], options.configs || {}));
     panel.appendChild(legendBox);
     alignLegend.afterLayout(instance);
     return instance;
@@ -490,9 +574,14 @@
       container.appendChild(section);
       const laneRows = Math.max.apply(null, members.map(function (c) { return laneRowsOf(c, validOnly); }));
       const instances = [];
+      const shared = members.length > 1; // one legend for the row, each series once
       members.forEach(function (chart) {
-        render(chart, row, validOnly, { configs: configs, laneRows: laneRows, group: instances });
+        render(chart, row, validOnly, { configs: configs, laneRows: laneRows, group: instances, sharedLegend: shared });
       });
+      if (shared && instances.length) {
+        const datasets = [].concat.apply([], instances.map(function (c) { return c.data.datasets; }));
+        section.appendChild(seriesLegend(datasets, configs || {}, toggleSeries(instances, configs || {}), true));
+      }
       i = j;
     }
   }
@@ -519,6 +608,7 @@
   window.sweeplab.configsOf = configsOf;
   window.sweeplab.destroyChartsIn = destroyIn;
   window.sweeplab.chartLegend = legendBox;
+  window.sweeplab.usedLegend = usedLegend;
   window.sweeplab.INVALID_MARKER = INVALID_MARKER;
   window.sweeplab.SUSPECT_ENTRY = SUSPECT_ENTRY;
 
@@ -611,12 +701,8 @@
     if (!data.charts.length && !data.families.length && !(data.omitted || []).length) {
       overview.appendChild(text("p", "muted", "No measured points yet."));
     } else {
-      const legend = data.legend.slice();
-      if (!validOnly) {
-        if (!legend.some(function (e) { return e.status === "invalid"; })) legend.push(INVALID_MARKER);
-        legend.push(SUSPECT_ENTRY);
-      }
-      overview.appendChild(legendBox(legend));
+      const legend = usedLegend(data.legend, data.charts, validOnly);
+      if (legend.length) overview.appendChild(legendBox(legend));
       renderAll(data.charts, overview, validOnly, configs);
     }
     if (data.omitted && data.omitted.length) overview.appendChild(omittedNote(data.omitted));

@@ -18,12 +18,8 @@
       root.appendChild(text("p", "muted", "No measured points yet."));
       return;
     }
-    const legend = data.legend.slice();
-    if (!validOnly) {
-      if (!legend.some(function (e) { return e.status === "invalid"; })) legend.push(window.sweeplab.INVALID_MARKER);
-      legend.push(window.sweeplab.SUSPECT_ENTRY);
-    }
-    root.appendChild(window.sweeplab.chartLegend(legend));
+    const legend = window.sweeplab.usedLegend(data.legend, data.charts, validOnly);
+    if (legend.length) root.appendChild(window.sweeplab.chartLegend(legend));
     // Their series are a configuration's method and TP, not one configuration: a swatch each, by name.
     window.sweeplab.renderCharts(data.charts, root, validOnly, {});
   }

@@ -28,22 +28,28 @@ BEHIND = {"name": "queued-behind", "methods": ["autoregressive"], "tp": [1], "wo
 
 # Every Chart.js instance on the page: its plot (the value axis where the chart has a
 # marker lane under it), and its legend's box: the HTML legend under a comparison chart,
-# or the Chart.js legend's items (the status chart).
+# the one legend under a row of charts (TP panels, the Pareto view's workloads), which
+# may be as wide as the row ("room") but no taller than a plot, or the Chart.js legend's
+# items (the status chart).
 MEASURE = """() => Object.entries(window.sweeplabCharts).map(([id, c]) => {
   const area = c.chartArea;
   const plot = {w: area.right - area.left, h: c.scales.lane ? c.scales.y.height : area.bottom - area.top};
-  let legend = null;
+  let legend = null, room = plot.w;
   const html = c.canvas.closest('.comparison-chart');
-  const box = html && html.querySelector('[data-field=series-legend]');
+  const own = html && html.querySelector('[data-field=series-legend]');
+  const group = c.canvas.closest('.chart-group');
+  const shared = group && group.querySelector(':scope > [data-field=series-legend]');
+  const box = own || shared;
   if (box) {
     const r = box.getBoundingClientRect();
     legend = {w: r.width, h: r.height};
+    if (!own) room = group.querySelector('.chart-row').getBoundingClientRect().width;
   } else if (c.legend && c.options.plugins.legend.display !== false && c.legend.legendHitBoxes.length) {
     const boxes = c.legend.legendHitBoxes;
     const left = Math.min(...boxes.map(b => b.left)), right = Math.max(...boxes.map(b => b.left + b.width));
     legend = {w: right - left, h: c.legend.height};
   }
-  return {id, plot, legend};
+  return {id, plot, legend, room};
 })"""
 
 
@@ -120,7 +126,7 @@ def test_the_example_sweep_at_full_size_reads_at_a_glance_and_moves_live(browser
     for chart in measured:
         assert chart["plot"]["h"] >= 220, chart
         if chart["legend"]:
-            assert chart["legend"]["w"] <= chart["plot"]["w"] and chart["legend"]["h"] <= chart["plot"]["h"], chart
+            assert chart["legend"]["w"] <= chart["room"] and chart["legend"]["h"] <= chart["plot"]["h"], chart
     # Each DDTree budget its own colour, the same at every TP.
     colours = page.evaluate(
         "() => Object.fromEntries(['TP4', 'TP8'].map(tp => [tp, window.sweeplabCharts['decode_tok_s@' + tp]"

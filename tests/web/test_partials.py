@@ -168,7 +168,8 @@ def test_the_points_partial_shows_the_rows_of_points_table_json(sweep, viewer, c
 
 def test_the_points_partial_writes_values_reasons_and_the_missing_ones(sweep, viewer, client):
     client.force_login(viewer)
-    html = points(client, sweep, sort="-decode_tok_s", cols=DEFAULT_COLUMNS + ("server_decode_tok_s",)).content.decode()
+    html = points(client, sweep, sort="-decode_tok_s",
+                  cols=DEFAULT_COLUMNS + ("server_decode_tok_s", "median_tpot_ms")).content.decode()
     rows = re.findall(r'<tr class="point-row".*?</tr>', html, re.S)
     fastest = rows[0]
     assert "#3 </span>ddtree budget=15 topk_cap=8 TP4" in fastest
@@ -180,7 +181,7 @@ def test_the_points_partial_writes_values_reasons_and_the_missing_ones(sweep, vi
     assert ('<span class="badge p-crashed" title="crashed">Crashed (server died during it)</span>'
             '<span class="reason" data-field="reason" title="crashed reason ddtree TP4 #0">crashed reason ddtree TP4 #0</span>'
             ) in crashed
-    assert crashed.count('<span class="muted" title="Crashed (server died during it)">—</span>') == len(DEFAULT_COLUMNS) + 1
+    assert crashed.count('<span class="muted" title="Crashed (server died during it)">—</span>') == len(DEFAULT_COLUMNS) + 2
     assert '<td class="num">its own</td>' in fastest  # fibonacci: a fixed prompt has no target length
     assert 'title="not measured for this point">—</span>' in fastest  # ok, but no median TTFT
     assert 'title="the server reported none for this point">—</span>' in fastest  # ok, but no server count

@@ -54,7 +54,7 @@ def test_it_lists_every_point_in_plan_order_with_labels_statuses_and_choices(swe
         {"value": "ok", "label": "OK"},
         {"value": "crashed", "label": "Crashed (server died during it)"},
         {"value": "context_overflow", "label": "Context overflow (server refused the length)"},
-        {"value": "not_run", "label": "Not run (server died earlier)"},
+        {"value": "not_run", "label": "Not run"},
     ]
     assert data["choices"]["workloads"] == ["fibonacci", "long-context"]
     assert data["choices"]["methods"] == ["autoregressive", "ddtree"]
