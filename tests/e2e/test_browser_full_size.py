@@ -88,6 +88,8 @@ def test_the_example_sweep_at_full_size_reads_at_a_glance_and_moves_live(browser
         other.goto(f"{live_server.url}{behind.get_absolute_url()}")
         waiting = other.wait_for_selector("[data-field=waiting]")
         assert f"#{sweep.pk}" in waiting.inner_text() and HOST in waiting.inner_text()
+        # Once the worker has shown itself (a claim or its heartbeat), the page stops asking for one.
+        other.wait_for_selector("[data-field=waiting]:not(:has-text('No worker'))", timeout=60_000)
         shot(other, "sweep-queued-behind")
         doc_shot(other, "sweep-queued-behind")
         other.close()
