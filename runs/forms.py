@@ -9,8 +9,7 @@ from runs.queryparams import FlagParam, IdListParam, IntegerParam, QueryForm, Te
 from runs.results import compare as compare_lib
 from runs.results import history as hist
 from sweepcore.importers import FORMAT_DESCRIPTIONS, FORMATS
-
-IMPORT_MAX_BYTES = 64 << 20
+from sweepcore.importers import MAX_FILE_BYTES as IMPORT_MAX_BYTES
 HISTORY_MAX_WINDOW = 100
 
 
@@ -61,8 +60,14 @@ class ImportForm(forms.Form):
     def clean_file(self):
         upload = self.cleaned_data["file"]
         if upload.size > IMPORT_MAX_BYTES:
-            raise forms.ValidationError(f"{upload.name} is {upload.size:,} bytes; the limit is {IMPORT_MAX_BYTES:,}")
+            raise forms.ValidationError(too_large_upload(upload))
         return upload
+
+
+def too_large_upload(upload):
+    """Why an upload is refused for its size, in words (the page's and the API's)."""
+    return (f"{upload.name} is {upload.size:,} bytes; a result file may be up to {IMPORT_MAX_BYTES:,} bytes "
+            f"({IMPORT_MAX_BYTES >> 20} MiB, Sweeplab's limit)")
 
 
 class HistoryQueryForm(QueryForm):

@@ -34,7 +34,10 @@ What is stored
   back; ``finished_at`` is the file's date (vLLM) or the import time; ``extra`` holds the
   unmapped fields and ``extra.import`` the file, line and format.
 * **RequestRecords** from the per-request arrays, where the file has them; a record
-  without a send time in the file gets ``send_time`` 0.0 (the column is required).
+  without a send time in the file gets ``send_time`` 0.0 (the column is required). A point
+  with more requests than Sweeplab stores (sweepcore.importers' limits) stores an even
+  sample, and its ``extra.import`` says so: ``requests_in_file``, ``requests_stored`` and
+  a ``note`` in words.
 """
 
 from __future__ import annotations
@@ -79,15 +82,18 @@ class ImportResult:
     format: str
     points: int
     requests: int
+    requests_in_file: int = 0  # more than ``requests`` when points stored a sample of theirs
 
     @property
     def message(self):
         if not self.created:
             return f"{self.sweep.import_filename}: already imported as sweep #{self.sweep.pk}; nothing stored"
+        sampled = (f" (an even sample of the file's {self.requests_in_file:,}: Sweeplab's limit)"
+                   if self.requests_in_file > self.requests else "")
         return (
             f"Imported {self.sweep.import_filename} ({self.format}) as sweep #{self.sweep.pk}: "
             f"{self.points} point{'s' if self.points != 1 else ''}, "
-            f"{self.requests} request record{'s' if self.requests != 1 else ''}"
+            f"{self.requests} request record{'s' if self.requests != 1 else ''}{sampled}"
         )
 
 
@@ -293,6 +299,9 @@ def _store(parsed, filename, digest, host_name, model_name, user, engine_name, t
                                                    or p.metrics["total_output_tokens"] > 0)
         extra = dict(p.extra)
         extra["import"] = {"file": filename, "format": parsed.format, "line": p.line, "index": p.index}
+        if p.requests_note:
+            extra["import"].update(requests_in_file=p.requests_in_file, requests_stored=len(p.requests),
+                                   note=p.requests_note)
         point = Point.objects.create(
             run=run, position=run_points[run.pk], workload=workload, prompt_tokens=p.prompt_tokens,
             actual_prompt_tokens=p.actual_prompt_tokens, max_new_tokens=p.max_new_tokens,
@@ -319,7 +328,8 @@ def _store(parsed, filename, digest, host_name, model_name, user, engine_name, t
                  message=f"imported from {filename} ({parsed.format})", data={"sha256": digest})
         for run in runs.values()
     )
-    return ImportResult(sweep, True, parsed.format, len(parsed.points), len(records))
+    in_file = sum(max(p.requests_in_file, len(p.requests)) for p in parsed.points)
+    return ImportResult(sweep, True, parsed.format, len(parsed.points), len(records), in_file)
 
 
 POINT_METRIC_COLUMNS = {

@@ -168,7 +168,7 @@ def search_errors(value, path="search"):
     """Every problem with a ``search`` mapping, as "path: what was expected, got what"."""
     # Imported here, not at the top: spec.py validates a sweep's ``search`` with this function,
     # and a module-level import each way would be a cycle.
-    from sweepcore.spec import describe
+    from sweepcore.spec import MAX_IN_FLIGHT, MAX_PROBES, MAX_REQUEST_RATE, beyond, describe
 
     errors = []
 
@@ -212,10 +212,13 @@ def search_errors(value, path="search"):
         if key not in body:
             continue
         bound = body[key]
+        most = MAX_IN_FLIGHT if metric == CONCURRENCY else MAX_REQUEST_RATE
         if metric == CONCURRENCY and not (_is_int(bound) and bound >= 1):
             error(f"{path}.{key}", f"expected a positive integer (a concurrency), got {describe(bound)}")
         elif metric != CONCURRENCY and not (_is_number(bound) and bound > 0):
             error(f"{path}.{key}", f"expected a positive number, got {describe(bound)}")
+        elif bound > most:
+            error(f"{path}.{key}", f"expected a load {beyond(most)}, got {bound}")
         else:
             bounds[key] = bound
     if len(bounds) == 2 and not bounds["low"] < bounds["high"]:
@@ -226,6 +229,8 @@ def search_errors(value, path="search"):
         if metric == CONCURRENCY and not (_is_int(resolution) and resolution >= 1):
             error(f"{path}.resolution", f"expected a positive integer (requests of concurrency), "
                                         f"got {describe(resolution)}")
+        elif metric == CONCURRENCY and resolution > MAX_IN_FLIGHT:
+            error(f"{path}.resolution", f"expected a concurrency step {beyond(MAX_IN_FLIGHT)}, got {resolution}")
         elif metric == REQUEST_RATE and not (_is_number(resolution) and 0 < resolution <= 1):
             error(f"{path}.resolution", f"expected a relative step above 0 and at most 1 (0.1 for 10 %), "
                                         f"got {describe(resolution)}")
@@ -238,6 +243,8 @@ def search_errors(value, path="search"):
         max_probes = body["max_probes"]
         if not (_is_int(max_probes) and max_probes >= 2):
             error(f"{path}.max_probes", f"expected an integer >= 2, got {describe(max_probes)}")
+        elif max_probes > MAX_PROBES:
+            error(f"{path}.max_probes", f"expected probes {beyond(MAX_PROBES)}, got {max_probes}")
     return errors
 
 

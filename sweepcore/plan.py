@@ -18,9 +18,7 @@ from dataclasses import dataclass, field
 
 from sweepcore.kinds import PointStatus, RunStatus
 from sweepcore.methods import config_label
-from sweepcore.spec import WORKLOAD_DATASET, WORKLOAD_FIXED, SpecError, configurations
-
-MAX_POINTS = 10_000
+from sweepcore.spec import MAX_POINTS, WORKLOAD_DATASET, WORKLOAD_FIXED, SpecError, configurations
 
 
 @dataclass(frozen=True)

@@ -99,7 +99,7 @@ def slo_errors(value: Any, path: str = "slo") -> list[str]:
     empty when it is valid."""
     # Imported here: sweepcore.spec, which owns how a wrong value is shown, may check a
     # spec's slo with this module.
-    from sweepcore.spec import describe
+    from sweepcore.spec import MAX_SLO_MS, beyond, describe
 
     if not isinstance(value, Mapping):
         return [f"{path}: expected a mapping of latency limits such as {SLO_EXAMPLE}, got {describe(value)}"]
@@ -113,6 +113,8 @@ def slo_errors(value: Any, path: str = "slo") -> list[str]:
             errors.append(f"{path}.{key}: unknown key{hint}; expected one of {', '.join(SLO_KEYS)}")
         elif not _is_limit(limit):
             errors.append(f"{path}.{key}: expected a positive number of milliseconds, got {describe(limit)}")
+        elif limit > MAX_SLO_MS:
+            errors.append(f"{path}.{key}: expected a number of milliseconds {beyond(MAX_SLO_MS)}, got {limit}")
     return errors
 
 

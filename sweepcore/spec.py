@@ -44,6 +44,7 @@ workloads exist), which the caller builds from the database (``benchmarks.catalo
 """
 
 import difflib
+import json
 from dataclasses import dataclass, field
 
 import yaml
@@ -165,6 +166,89 @@ OPTION_DEFAULTS = {
 #: The open loop's cap on requests in flight when the spec gives no max_concurrency: the
 #: client's sockets are finite; a point that needed more waits, and its send lag says so.
 OPEN_LOOP_MAX_CONCURRENCY = 1024
+
+
+# --- limits ---------------------------------------------------------------------------
+# Every bound of a spec, in one place (README "Limits" lists them). Each fits the database
+# column its value goes to, so a spec that validates can be stored; each is far beyond a
+# real benchmark, so only a mistake (or an attack) meets one, and it is then refused with
+# its field and the bound instead of failing later in the database, the planner or a worker.
+
+#: The largest value of a PositiveIntegerField column (PostgreSQL ``integer``): the bound of
+#: any integer a spec holds that has no smaller one of its own.
+INT_COLUMN_MAX = 2**31 - 1
+#: A spec's text (YAML or JSON) is refused beyond this size, before it is parsed.
+SPEC_MAX_BYTES = 1 << 20
+#: Lists and mappings inside one another; the deepest field of a valid spec nests 5. A
+#: parser recurses per level, so a deeper text is refused as it is read.
+SPEC_MAX_DEPTH = 32
+#: Values in a spec, each YAML alias counted as what it repeats (an alias of an alias of
+#: a list repeats it exponentially: "billion laughs").
+SPEC_MAX_VALUES = 100_000
+#: Items of one list: tp, concurrency, request_rate, prompt_tokens, a swept parameter,
+#: methods, workloads, hosts.
+MAX_LIST_ITEMS = 256
+#: Rules of ``exclude`` and of ``options.retry_quarantined``.
+MAX_RULES = 1_000
+#: Runs of one sweep (configurations x TP sizes), and its points in all (sweepcore.plan
+#: counts them after exclusions; validation bounds a run's points first, before any is made).
+MAX_RUNS = 2_000
+MAX_POINTS = 10_000
+MAX_TP = 1_024
+#: A method parameter (a budget, a block size, a draft length).
+MAX_PARAM = 1_000_000
+MAX_PROMPT_TOKENS = 10_000_000
+MAX_NEW_TOKENS = 1_000_000
+#: Requests in flight at once: concurrency, max_concurrency, a search over concurrency.
+#: The client holds one socket per request in flight; a worker checks its own open-files
+#: limit against the run's load before it starts (sweepcore.loadgen.runner.open_files_problem).
+MAX_IN_FLIGHT = 4_096
+#: requests_per_point and until_stable's requests.
+MAX_REQUESTS_PER_POINT = 1_000_000
+MAX_WARMUP_REQUESTS = 10_000
+MAX_REPEATS = 100
+MAX_REQUEST_RATE = 100_000
+MAX_BURSTINESS = 1_000
+MAX_DURATION_S = 86_400
+#: options.stall_timeout_s, first_token_timeout_s and cooldown_s.
+MAX_TIMEOUT_S = 86_400
+MAX_RETRIES = 100
+#: A latency limit of ``slo``, in milliseconds (a day).
+MAX_SLO_MS = 86_400_000
+#: search.max_goodput.max_probes.
+MAX_PROBES = 1_000
+
+#: (what, bound) of every limit above, for the README's table and its test.
+LIMITS = (
+    ("spec text (YAML or JSON), bytes", SPEC_MAX_BYTES),
+    ("nesting of lists and mappings, levels", SPEC_MAX_DEPTH),
+    ("values in a spec (YAML aliases expanded)", SPEC_MAX_VALUES),
+    ("items of one list", MAX_LIST_ITEMS),
+    ("exclude / retry_quarantined rules", MAX_RULES),
+    ("runs of a sweep", MAX_RUNS),
+    ("points of a sweep", MAX_POINTS),
+    ("tp", MAX_TP),
+    ("a method parameter", MAX_PARAM),
+    ("prompt_tokens", MAX_PROMPT_TOKENS),
+    ("max_new_tokens", MAX_NEW_TOKENS),
+    ("concurrency, max_concurrency, search over concurrency", MAX_IN_FLIGHT),
+    ("requests_per_point, until_stable requests", MAX_REQUESTS_PER_POINT),
+    ("warmup_requests", MAX_WARMUP_REQUESTS),
+    ("repeats", MAX_REPEATS),
+    ("request_rate, search over request_rate (req/s)", MAX_REQUEST_RATE),
+    ("burstiness", MAX_BURSTINESS),
+    ("duration_s", MAX_DURATION_S),
+    ("stall_timeout_s, first_token_timeout_s, cooldown_s", MAX_TIMEOUT_S),
+    ("retries", MAX_RETRIES),
+    ("an slo limit (ms)", MAX_SLO_MS),
+    ("search max_probes", MAX_PROBES),
+    ("any other integer", INT_COLUMN_MAX),
+)
+
+
+def beyond(maximum, unit=""):
+    """How a bound is said in a message: "up to 1,000,000 items (Sweeplab's limit)"."""
+    return f"up to {maximum:,}{' ' + unit if unit else ''} (Sweeplab's limit)"
 
 
 # --- the validated spec ---------------------------------------------------------------
@@ -294,8 +378,36 @@ class SpecError(Exception):
 # --- YAML -----------------------------------------------------------------------------
 
 
+class _TooDeep(Exception):
+    """A YAML text nests deeper than SPEC_MAX_DEPTH; ``mark`` is where."""
+
+    def __init__(self, mark):
+        super().__init__()
+        self.mark = mark
+
+
+def _too_deep_text():
+    return f"lists and mappings nested deeper than {SPEC_MAX_DEPTH} levels (Sweeplab's limit)"
+
+
 class _StrictLoader(yaml.SafeLoader):
-    """SafeLoader that refuses a key given twice (PyYAML keeps the last one silently)."""
+    """SafeLoader that refuses a key given twice (PyYAML keeps the last one silently), and
+    lists and mappings nested deeper than SPEC_MAX_DEPTH as they are read: PyYAML composes
+    them by recursion, so a deep one would end in a RecursionError."""
+
+    depth = 0
+
+    def compose_node(self, parent, index):
+        nested = self.check_event(yaml.SequenceStartEvent, yaml.MappingStartEvent)
+        if nested:
+            self.depth += 1
+            if self.depth > SPEC_MAX_DEPTH:
+                raise _TooDeep(self.peek_event().start_mark)
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            if nested:
+                self.depth -= 1
 
 
 def _construct_mapping(loader, node, deep=False):
@@ -316,10 +428,43 @@ def _construct_mapping(loader, node, deep=False):
 _StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 
 
+def _check_size(text, source):
+    """A text beyond SPEC_MAX_BYTES is refused before it is parsed (parsing is what costs)."""
+    size = len(text.encode("utf-8")) if len(text) <= SPEC_MAX_BYTES else None
+    if size is None or size > SPEC_MAX_BYTES:
+        got = f"{size:,} bytes" if size is not None else f"more than {SPEC_MAX_BYTES:,} bytes"
+        raise SpecError(f"{source}: {got}; a spec may be {beyond(SPEC_MAX_BYTES, "bytes")}")
+
+
+def check_shape(data, source="spec", max_depth=SPEC_MAX_DEPTH, max_values=SPEC_MAX_VALUES):
+    """Refuse data nested deeper than ``max_depth`` or holding more than ``max_values``
+    values (an alias repeated counts each time), walking it without recursion and stopping
+    at the first bound met, so that neither a deep nor a self-repeating input costs more
+    than the bounds."""
+    stack, seen = [(data, 0)], 0
+    while stack:
+        value, depth = stack.pop()
+        seen += 1
+        if max_values is not None and seen > max_values:
+            raise SpecError(f"{source}: more than {max_values:,} values (Sweeplab's limit; "
+                            f"a YAML alias counts as what it repeats)")
+        children = value.values() if isinstance(value, dict) else value if isinstance(value, list) else None
+        if children is None:
+            continue
+        if depth + 1 > max_depth:
+            raise SpecError(f"{source}: lists and mappings nested deeper than {max_depth} levels (Sweeplab's limit)")
+        stack.extend((child, depth + 1) for child in children)
+    return data
+
+
 def load_yaml(text, source="spec"):
-    """Parse YAML text into plain data, or raise SpecError naming the line and column."""
+    """Parse YAML text into plain data, or raise SpecError naming the line and column (or
+    the limit of SPEC_MAX_BYTES, SPEC_MAX_DEPTH or SPEC_MAX_VALUES it goes beyond)."""
+    _check_size(text, source)
     try:
-        return yaml.load(text, Loader=_StrictLoader)
+        data = yaml.load(text, Loader=_StrictLoader)
+    except _TooDeep as exc:
+        raise SpecError(f"{source}: line {exc.mark.line + 1}, column {exc.mark.column + 1}: {_too_deep_text()}") from None
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         where = f"{source}: line {mark.line + 1}, column {mark.column + 1}" if mark else source
@@ -327,6 +472,18 @@ def load_yaml(text, source="spec"):
         raise SpecError(f"{where}: {problem} (malformed YAML)") from None
     except yaml.YAMLError as exc:
         raise SpecError(f"{source}: not valid YAML: {exc}") from None
+    return check_shape(data, source)
+
+
+def load_json(text, source="spec"):
+    """Parse a spec sent as JSON, refusing what load_yaml refuses (size, depth, values)
+    with a SpecError; text that is not JSON raises ValueError, for the caller's words."""
+    _check_size(text, source)
+    try:
+        data = json.loads(text)
+    except RecursionError:  # json's C reader stops at ~1,000 levels, before SPEC_MAX_DEPTH's check
+        raise SpecError(f"{source}: {_too_deep_text()}") from None
+    return check_shape(data, source)
 
 
 class _TopLevel(dict):
@@ -364,7 +521,7 @@ def dump_yaml(data):
 def load_spec_file(path, catalog):
     """Read, parse and validate a spec file; SpecError on any problem."""
     try:
-        text = read_text(path, "a sweep file")
+        text = read_text(path, "a sweep file", SPEC_MAX_BYTES)
     except FileProblem as exc:
         raise SpecError(str(exc)) from None
     return validate(load_yaml(text, source=str(path)), catalog)
@@ -414,20 +571,33 @@ class _Checker:
             return None
         return value.strip()
 
-    def positive_int(self, path, value, minimum=1):
+    def positive_int(self, path, value, minimum=1, maximum=INT_COLUMN_MAX):
+        what = "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
         if not _is_int(value) or value < minimum:
-            what = "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
             self.error(path, f"expected {what}, got {describe(value)}")
+            return None
+        if value > maximum:
+            self.error(path, f"expected {what} {beyond(maximum)}, got {value}")
             return None
         return value
 
-    def positive_number(self, path, value):
+    def positive_number(self, path, value, maximum):
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0 or value == float("inf"):
             self.error(path, f"expected a positive number, got {describe(value)}")
             return None
+        if value > maximum:
+            self.error(path, f"expected a positive number {beyond(maximum)}, got {value}")
+            return None
         return float(value)
 
-    def number_list(self, path, value, unit):
+    def list_length(self, path, value, most=MAX_LIST_ITEMS):
+        """False (and the error said) when a list has more than ``most`` items."""
+        if len(value) > most:
+            self.error(path, f"expected a list of {beyond(most, "items")}, got {len(value):,}")
+            return False
+        return True
+
+    def number_list(self, path, value, unit, maximum):
         """A non-empty list of distinct positive numbers (``unit`` names them in messages)."""
         expected = f"expected a list of positive numbers ({unit})"
         if isinstance(value, (int, float)) and not isinstance(value, bool):
@@ -436,9 +606,11 @@ class _Checker:
         if not isinstance(value, list) or not value:
             self.error(path, f"{expected}, got {'an empty list' if value == [] else describe(value)}")
             return None
+        if not self.list_length(path, value):
+            return None
         numbers = []
         for i, v in enumerate(value):
-            number = self.positive_number(f"{path}[{i}]", v)
+            number = self.positive_number(f"{path}[{i}]", v, maximum)
             if number is None:
                 return None
             if number in numbers:
@@ -447,8 +619,8 @@ class _Checker:
             numbers.append(number)
         return tuple(numbers)
 
-    def int_list(self, path, value):
-        """A non-empty list of distinct positive integers."""
+    def int_list(self, path, value, maximum=INT_COLUMN_MAX):
+        """A non-empty list of distinct positive integers, each at most ``maximum``."""
         expected = "expected a list of positive integers"
         if _is_int(value):
             self.error(path, f"{expected}, got {value} (write [{value}])")
@@ -459,9 +631,15 @@ class _Checker:
         if not value:
             self.error(path, f"{expected}, got an empty list")
             return None
+        if not self.list_length(path, value):
+            return None
         bad = [v for v in value if not _is_int(v) or v < 1]
         if bad:
             self.error(path, f"{expected}, got {describe(bad[0])} among them")
+            return None
+        over = [v for v in value if v > maximum]
+        if over:
+            self.error(path, f"expected positive integers {beyond(maximum)}, got {over[0]} among them")
             return None
         repeated = sorted({v for v in value if value.count(v) > 1})
         if repeated:
@@ -506,6 +684,8 @@ def _hosts(check, data, catalog):
     if not isinstance(listed, list) or not listed:
         check.error("hosts", f"expected a non-empty list of host names, got {describe(listed)}")
         return None, ()
+    if not check.list_length("hosts", listed):
+        return None, ()
     names = [check.catalog_name(f"hosts[{i}]", item, catalog.hosts, "host") for i, item in enumerate(listed)]
     if None in names:
         return None, ()
@@ -548,6 +728,8 @@ def _methods(check, value, engine):
         got = "an empty list" if value == [] else describe(value)
         check.error(check_path, f"expected a list of methods, got {got}")
         return ()
+    if not check.list_length(check_path, value):
+        return ()
     methods = []
     for i, item in enumerate(value):
         path = f"methods[{i}]"
@@ -579,11 +761,18 @@ def _methods(check, value, engine):
                 else:
                     params[param.name] = [param.default] if param.swept else param.default
                 continue
-            parsed = (check.int_list if param.swept else check.positive_int)(ppath, body[param.name])
+            if param.swept:
+                parsed = check.int_list(ppath, body[param.name], MAX_PARAM)
+            else:
+                parsed = check.positive_int(ppath, body[param.name], maximum=MAX_PARAM)
             if parsed is not None:
                 params[param.name] = parsed
         if len(params) == len(specs):
             spec = MethodSpec(name, params)
+            if _combinations(spec) > MAX_RUNS:
+                check.error(f"{path}.{name}", f"sweeps {_combinations(spec):,} configurations; a sweep may plan "
+                                              f"{beyond(MAX_RUNS, "runs")}")
+                continue
             rule = METHODS[name].rule
             if rule is not None and not _expand(spec):
                 check.error(f"{path}.{name}", f"no combination of these values has {rule[1]}")
@@ -596,6 +785,8 @@ def _workloads(check, value, catalog):
     if not isinstance(value, list) or not value:
         got = "an empty list" if value == [] else describe(value)
         check.error("workloads", f"expected a list of workloads, got {got}")
+        return ()
+    if not check.list_length("workloads", value):
         return ()
     workloads, seen = [], {}
     for i, item in enumerate(value):
@@ -621,7 +812,7 @@ def _workloads(check, value, catalog):
                     f"required: {name!r} builds prompts of an exact length, so list the lengths",
                 )
                 continue
-            lengths = check.int_list(f"{path}.{name}.prompt_tokens", body["prompt_tokens"])
+            lengths = check.int_list(f"{path}.{name}.prompt_tokens", body["prompt_tokens"], MAX_PROMPT_TOKENS)
             if lengths is not None:
                 workloads.append(WorkloadSpec(name, lengths))
         else:
@@ -639,6 +830,8 @@ def _config_rules(check, path, value, example, empty_message):
     if not isinstance(value, list):
         check.error(path, f"expected a list of mappings such as {example}, got {describe(value)}")
         return ()
+    if not check.list_length(path, value, MAX_RULES):
+        return ()
     allowed = ["method", "tp", *PARAM_NAMES]
     rules = []
     for i, item in enumerate(value):
@@ -655,7 +848,7 @@ def _config_rules(check, path, value, example, empty_message):
                 if val not in METHOD_PARAMS:
                     check.error(f"{item_path}.method", f"expected one of {', '.join(METHOD_PARAMS)}, got {describe(val)}")
             elif key in allowed:
-                check.positive_int(f"{item_path}.{key}", val)
+                check.positive_int(f"{item_path}.{key}", val, maximum=MAX_TP if key == "tp" else MAX_PARAM)
         if len(check.errors) == before:
             rules.append(dict(item))
     return tuple(rules)
@@ -689,9 +882,10 @@ def _options(check, value):
                 f"expected true, false or a list of configurations such as [{{method: ddtree, budget: 8, tp: 1}}], "
                 f"got {describe(retry)}",
             )
-    for key, minimum in (("context_margin_tokens", 0), ("retries", 0), ("stall_timeout_s", 1), ("first_token_timeout_s", 1)):
+    for key, minimum, maximum in (("context_margin_tokens", 0, MAX_PROMPT_TOKENS), ("retries", 0, MAX_RETRIES),
+                                  ("stall_timeout_s", 1, MAX_TIMEOUT_S), ("first_token_timeout_s", 1, MAX_TIMEOUT_S)):
         if key in value:
-            parsed = check.positive_int(f"options.{key}", value[key], minimum=minimum)
+            parsed = check.positive_int(f"options.{key}", value[key], minimum=minimum, maximum=maximum)
             if parsed is not None:
                 options[key] = parsed
     if "packing" in value:
@@ -703,6 +897,8 @@ def _options(check, value):
         cooldown = value["cooldown_s"]
         if isinstance(cooldown, bool) or not isinstance(cooldown, (int, float)) or not 0 <= cooldown < float("inf"):
             check.error("options.cooldown_s", f"expected a number of seconds >= 0, got {describe(cooldown)}")
+        elif cooldown > MAX_TIMEOUT_S:
+            check.error("options.cooldown_s", f"expected a number of seconds {beyond(MAX_TIMEOUT_S)}, got {cooldown}")
         else:
             options["cooldown_s"] = cooldown
     return options
@@ -726,8 +922,8 @@ def _until_stable(check, value):
         if isinstance(rel_ci, bool) or not isinstance(rel_ci, (int, float)) or not 0 < rel_ci < 1:
             check.error(f"{path}.rel_ci", f"expected a fraction of the median between 0 and 1 (0.05 for ±5 %), "
                                           f"got {describe(rel_ci)}")
-    least = check.positive_int(f"{path}.min_requests", value["min_requests"]) if "min_requests" in value else None
-    most = check.positive_int(f"{path}.max_requests", value["max_requests"]) if "max_requests" in value else None
+    least, most = (check.positive_int(f"{path}.{key}", value[key], maximum=MAX_REQUESTS_PER_POINT)
+                   if key in value else None for key in ("min_requests", "max_requests"))
     if least is not None and most is not None and most < least:
         check.error(f"{path}.max_requests", f"expected at least min_requests ({least}), got {most}")
     if len(check.errors) != before:
@@ -771,15 +967,16 @@ def _load(check, data, values, until_stable, workloads):
     shape and cap, the time per point, the SLO and the capacity search."""
     request_rate = burstiness = max_concurrency = duration_s = slo_limits = search = None
     if data.get("request_rate") is not None:
-        request_rate = check.number_list("request_rate", data["request_rate"], "requests per second")
+        request_rate = check.number_list("request_rate", data["request_rate"], "requests per second",
+                                         MAX_REQUEST_RATE)
         if "concurrency" in data:
             check.error("concurrency", "give concurrency (a closed loop) or request_rate (an open loop), not both; "
                                        "the open loop's cap on requests in flight is max_concurrency")
-    burstiness = check.positive_number("burstiness", values["burstiness"])
+    burstiness = check.positive_number("burstiness", values["burstiness"], MAX_BURSTINESS)
     if data.get("max_concurrency") is not None:
-        max_concurrency = check.positive_int("max_concurrency", data["max_concurrency"])
+        max_concurrency = check.positive_int("max_concurrency", data["max_concurrency"], maximum=MAX_IN_FLIGHT)
     if data.get("duration_s") is not None:
-        duration_s = check.positive_number("duration_s", data["duration_s"])
+        duration_s = check.positive_number("duration_s", data["duration_s"], MAX_DURATION_S)
         if until_stable is not None:
             check.error("duration_s", "give duration_s or until_stable, not both: each decides when a point stops")
     if data.get("slo") is not None:
@@ -847,7 +1044,7 @@ def validate(data, catalog):
     host = catalog.hosts.get(host_name)
     engine = catalog.engines.get(engine_name)
 
-    tp = check.int_list("tp", values["tp"])
+    tp = check.int_list("tp", values["tp"], MAX_TP)
     if tp is not None and host is not None:
         most = max(host.gpu_count, 1)
         for i, size in enumerate(tp):
@@ -857,18 +1054,22 @@ def validate(data, catalog):
 
     methods = _methods(check, values["methods"], engine) if "methods" in data else ()
     workloads = _workloads(check, values["workloads"], catalog) if "workloads" in data else ()
-    max_new_tokens = check.positive_int("max_new_tokens", values["max_new_tokens"])
-    concurrency = check.int_list("concurrency", values["concurrency"])
-    requests_per_point = check.positive_int("requests_per_point", values["requests_per_point"])
-    repeats = check.positive_int("repeats", values["repeats"])
+    max_new_tokens = check.positive_int("max_new_tokens", values["max_new_tokens"], maximum=MAX_NEW_TOKENS)
+    concurrency = check.int_list("concurrency", values["concurrency"], MAX_IN_FLIGHT)
+    requests_per_point = check.positive_int("requests_per_point", values["requests_per_point"],
+                                            maximum=MAX_REQUESTS_PER_POINT)
+    repeats = check.positive_int("repeats", values["repeats"], maximum=MAX_REPEATS)
     until_stable = _until_stable(check, values["until_stable"]) if values.get("until_stable") is not None else None
     load = _load(check, data, values, until_stable, workloads)
-    warmup_requests = check.positive_int("warmup_requests", values["warmup_requests"], minimum=0)
+    warmup_requests = check.positive_int("warmup_requests", values["warmup_requests"], minimum=0,
+                                         maximum=MAX_WARMUP_REQUESTS)
     steady_state = (_steady_state(check, data["steady_state"], repeats, until_stable)
                     if data.get("steady_state") is not None else None)
     exclude = _exclusions(check, values["exclude"])
     options = _options(check, values.get("options", {}))
 
+    if not _plan_size(check, methods, tp, workloads, load["request_rate"] or concurrency, load["search"]):
+        raise SpecError(check.errors)
     seen = {}
     for i, m in enumerate(methods):
         for config in _expand(m):
@@ -901,6 +1102,33 @@ def validate(data, catalog):
         steady_state=steady_state,
         **load,
     )
+
+
+def _combinations(method_spec):
+    """How many configurations a method's swept parameters make, before its rule (if any)
+    drops some: counted without making them, so that a bound can be checked first."""
+    count = 1
+    for param in METHOD_PARAMS[method_spec.method]:
+        if param.swept:
+            count *= len(method_spec.params[param.name])
+    return count
+
+
+def _plan_size(check, methods, tp, workloads, loads, search):
+    """False (and the error said) when the sweep would plan more than MAX_RUNS runs, or a
+    run more than MAX_POINTS points: the planner makes each one, so the bounds are checked
+    on their counts first (sweepcore.plan then bounds the points of all runs, after the
+    exclusions)."""
+    runs = sum(_combinations(m) for m in methods) * len(tp or ())
+    if runs > MAX_RUNS:
+        check.error("methods", f"{runs:,} runs (configurations x TP sizes); a sweep may plan {beyond(MAX_RUNS, "runs")}")
+        return False
+    points = 0 if search else sum(len(w.prompt_tokens or (None,)) for w in workloads) * len(loads or ())
+    if points > MAX_POINTS:
+        check.error("workloads", f"{points:,} points a run (workloads and lengths x loads); a sweep may plan "
+                                 f"{beyond(MAX_POINTS, "points")}")
+        return False
+    return True
 
 
 def _expand(method_spec):

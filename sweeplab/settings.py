@@ -135,6 +135,8 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    # Before anything reads a body (the CSRF check does): refuses one over its limit.
+    "runs.limits.RequestBodyLimitMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -142,6 +144,13 @@ MIDDLEWARE = [
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
 ]
+
+# Request bodies (README "Limits"): a request other than an import upload may carry up to
+# this (a spec is at most 1 MiB: sweepcore.spec.SPEC_MAX_BYTES); an upload's file over the
+# second streams to a temporary file instead of memory. runs.limits refuses larger bodies
+# from their Content-Length, before they are read.
+DATA_UPLOAD_MAX_MEMORY_SIZE = 2 << 20
+FILE_UPLOAD_MAX_MEMORY_SIZE = 2 << 20
 
 ROOT_URLCONF = "sweeplab.urls"
 WSGI_APPLICATION = "sweeplab.wsgi.application"

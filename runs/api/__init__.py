@@ -7,9 +7,13 @@ pages apply: reading needs a role (viewer, operator or curator: 403 without one)
 creating and planning sweeps needs ``benchmarks.add_sweep``; launching, cancelling and
 resuming ``benchmarks.launch_sweep``.
 Errors are JSON: ``{"detail": "..."}``, or ``{"errors": [{"path", "message"}]}`` for an
-invalid spec, with the messages of the CLI.
+invalid spec, with the messages of the CLI; a body larger than its endpoint takes is a 413
+(README "Limits"), and even an unexpected failure answers JSON.
 """
 
+import logging
+
+from django.core.exceptions import PermissionDenied, RequestDataTooBig, SuspiciousOperation
 from ninja import NinjaAPI
 
 from runs.api import compare, imports, results, sweeps
@@ -33,6 +37,36 @@ api = SweeplabAPI(
     docs_url=None,  # Swagger UI would load from a CDN; the schema is at /api/openapi.json
     urls_namespace="api",
 )
+
+
+# What Django raises on a request it will not read (a body over DATA_UPLOAD_MAX_MEMORY_SIZE,
+# too many fields, a malformed multipart body) and, in the end, anything unexpected: the
+# API answers each in JSON, never with Django's HTML 400 or 500 page.
+log = logging.getLogger(__name__)
+
+
+@api.exception_handler(RequestDataTooBig)
+def body_too_big(request, exc):
+    return api.create_response(request, {"detail": f"the request body is too large: {exc}"}, status=413)
+
+
+@api.exception_handler(SuspiciousOperation)
+def refused_request(request, exc):
+    return api.create_response(request, {"detail": f"the request cannot be read: {exc}"}, status=400)
+
+
+@api.exception_handler(PermissionDenied)
+def denied(request, exc):
+    return api.create_response(request, {"detail": str(exc) or "forbidden"}, status=403)
+
+
+@api.exception_handler(Exception)
+def internal_error(request, exc):
+    log.exception("API %s %s failed", request.method, request.path)
+    return api.create_response(request, {"detail": f"internal error ({exc.__class__.__name__}); it is logged on the "
+                                                   f"server"}, status=500)
+
+
 api.add_router("", sweeps.router)
 api.add_router("", results.router)
 api.add_router("", imports.router)

@@ -6,7 +6,7 @@ from ninja.errors import HttpError
 from runs.api.auth import require
 from runs.api.schemas import FILTER_TEXT, ErrorOut
 from runs.api.sweeps import SweepDetailOut, get_sweep
-from runs.forms import IMPORT_MAX_BYTES
+from runs.forms import IMPORT_MAX_BYTES, too_large_upload
 from runs.imports import import_file
 from sweepcore.importers import ImportRefused
 
@@ -19,6 +19,8 @@ class ImportOut(Schema):
     format: str
     points: int
     requests: int
+    requests_in_file: int = Field(description="the file's request records; more than `requests` when a point "
+                                              "stored an even sample of its own (Sweeplab's limit, README)")
     sweep: SweepDetailOut
 
 
@@ -32,16 +34,17 @@ class ImportFields(Schema):
     workload: str | None = Field(**FILTER_TEXT)
 
 
-@router.post("/imports", response={200: ImportOut, 201: ImportOut, 400: ErrorOut, 401: ErrorOut, 403: ErrorOut},
-             tags=["imports"])
+@router.post("/imports", response={200: ImportOut, 201: ImportOut, 400: ErrorOut, 401: ErrorOut, 403: ErrorOut,
+                                   413: ErrorOut}, tags=["imports"])
 def import_results(request, file: File[UploadedFile], fields: Form[ImportFields]):
     """Import a ``vllm bench serve --save-result`` JSON file or an SGLang ``bench_serving``
     / ``bench_one_batch_server`` JSONL file as a sweep (multipart form). 201: imported;
     200: the same file was imported before (nothing stored); 400: the line and field that
-    is wrong, or the unknown host / model, and nothing stored."""
+    is wrong, or the unknown host / model, and nothing stored; 413: the file is larger than
+    the limit (README "Limits"), checked before it is read."""
     require(request, "benchmarks.add_sweep", "import results")
     if file.size > IMPORT_MAX_BYTES:
-        raise HttpError(400, f"{file.name} is {file.size:,} bytes; the limit is {IMPORT_MAX_BYTES:,}")
+        raise HttpError(413, too_large_upload(file))
     try:
         result = import_file(file.name, file.read(), fmt=fields.format or None, host=fields.host,
                              model=fields.model or None, user=request.user, engine=fields.engine or None,
@@ -49,5 +52,6 @@ def import_results(request, file: File[UploadedFile], fields: Form[ImportFields]
     except ImportRefused as exc:
         raise HttpError(400, str(exc)) from None
     body = {"created": result.created, "message": result.message, "format": result.format,
-            "points": result.points, "requests": result.requests, "sweep": get_sweep(request, result.sweep.pk)}
+            "points": result.points, "requests": result.requests,
+            "requests_in_file": max(result.requests_in_file, result.requests), "sweep": get_sweep(request, result.sweep.pk)}
     return Status(201 if result.created else 200, body)

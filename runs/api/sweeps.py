@@ -1,6 +1,5 @@
 """Sweeps: list, read, plan, create, launch, cancel, resume, and their exports."""
 
-import json
 from datetime import datetime
 
 from django.db import transaction
@@ -16,11 +15,9 @@ from runs.api.schemas import DENIED, FILTER_TEXT, ID, ErrorOut, Paging, page
 from runs.lifecycle import SweepStateError, cancel_sweep, create_sweep, launch_sweep, plan_spec, resume_sweep
 from runs.models import Point, Run
 from runs.results.exports import EXPORT_KINDS, export_response
-from sweepcore.spec import SpecError, load_yaml, validate
+from sweepcore.spec import SPEC_MAX_BYTES, SpecError, beyond, load_json, load_yaml, validate
 
 router = Router()
-
-SPEC_MAX_BYTES = 1 << 20
 
 
 class SpecErrorItem(Schema):
@@ -121,9 +118,10 @@ SPEC_BODY = {
 
 
 def spec_from_body(request):
-    """The validated Spec of a request body, or a 400 with the CLI's messages."""
+    """The validated Spec of a request body, or a 400 with the CLI's messages (a 413 when
+    the body is larger than a spec may be, before it is parsed)."""
     if len(request.body) > SPEC_MAX_BYTES:
-        raise SpecError(f"spec: more than {SPEC_MAX_BYTES} bytes")
+        raise HttpError(413, f"the spec is {len(request.body):,} bytes; a spec may be {beyond(SPEC_MAX_BYTES, "bytes")}")
     content_type = (request.content_type or "").lower()
     try:
         text = request.body.decode("utf-8")
@@ -133,7 +131,7 @@ def spec_from_body(request):
         data = load_yaml(text, source="spec")
     else:
         try:
-            data = json.loads(text)
+            data = load_json(text, source="spec")
         except ValueError as exc:
             raise SpecError(f"spec: not valid JSON ({exc}); send YAML with Content-Type: application/yaml") from None
     catalog = load_catalog()
@@ -156,7 +154,7 @@ class PlanOut(Schema):
                                                 "empty when it measures something.")
 
 
-@router.post("/sweeps/plan", response={200: PlanOut, 400: SpecErrorsOut, 401: ErrorOut, 403: ErrorOut},
+@router.post("/sweeps/plan", response={200: PlanOut, 400: SpecErrorsOut, 401: ErrorOut, 403: ErrorOut, 413: ErrorOut},
              openapi_extra=SPEC_BODY, tags=["sweeps"])
 def plan_sweep(request):
     """The plan of a spec (runs, points, skips with their reasons), storing nothing: the
@@ -171,7 +169,7 @@ def plan_sweep(request):
 
 
 @router.post("/sweeps", response={201: SweepDetailOut, 400: SpecErrorsOut, 401: ErrorOut, 403: ErrorOut,
-                                  409: ErrorOut}, openapi_extra=SPEC_BODY, tags=["sweeps"])
+                                  409: ErrorOut, 413: ErrorOut}, openapi_extra=SPEC_BODY, tags=["sweeps"])
 def create(request, launch: bool = False):
     """Store a sweep from a spec as a draft; ``?launch=true`` launches it too (409, storing
     nothing, when the launch is refused: a plan that would measure nothing)."""

@@ -20,12 +20,10 @@ from runs.results.estimate import load_history, requests_per_point
 from runs.roles import reader_required
 from runs.views.builder_forms import LISTS, SpecForm, add_entry, remove_entry, retry_ticked
 from sweepcore import capacity
-from sweepcore.spec import SpecError, dump_yaml, load_yaml, validate
+from sweepcore.spec import SpecError, dump_yaml, load_json, load_yaml, validate
 
 BUILDER_EXAMPLE = Path(settings.BASE_DIR) / "examples" / "qwen3.6-27b-sm120.yaml"
 
-
-SPEC_JSON_MAX_BYTES = 1 << 20
 
 
 def _error_entries(errors):
@@ -45,11 +43,8 @@ def _read(post, catalog):
     sends ``spec_yaml``. ``drawn`` is the form as the page drew it, or None. SpecError is
     raised with the parse error when the text does not parse."""
     if post.get("editor") == "form":
-        raw = post.get("spec_json", "")
-        if len(raw) > SPEC_JSON_MAX_BYTES:
-            raise SpecError(f"spec: more than {SPEC_JSON_MAX_BYTES} bytes")
         try:
-            data = json.loads(raw)
+            data = load_json(post.get("spec_json", ""), source="spec")
         except ValueError as exc:
             raise SpecError(f"spec: the form sent data that is not JSON ({exc})") from None
         drawn = SpecForm(data, catalog) if post.get("fields") and isinstance(data, dict) else None
@@ -295,12 +290,13 @@ def _edit(data, post, catalog):
 
 
 def _rules(values):
-    """Configuration rules sent back as JSON; anything else is dropped."""
+    """Configuration rules sent back as JSON; anything else (a text that is not JSON, or
+    one beyond a spec's limits) is dropped."""
     rules = []
     for value in values:
         try:
-            rule = json.loads(value)
-        except ValueError:
+            rule = load_json(value, source="rule")
+        except (ValueError, SpecError):
             continue
         if isinstance(rule, dict):
             rules.append(rule)

@@ -30,6 +30,21 @@ def import_new(request):
         else:
             (messages.success if result.created else messages.info)(request, result.message + ".")
             return redirect("sweep-detail", sweep_id=result.sweep.pk)
-    status = 400 if request.method == "POST" else 200
+    return _page(request, form, status=400 if request.method == "POST" else 200)
+
+
+def _page(request, form, status, refused=""):
     formats = [{"description": FORMAT_DESCRIPTIONS[f], "details": FORMAT_DETAILS[f]} for f in FORMATS]
-    return render(request, "runs/import_new.html", {"form": form, "formats": formats}, status=status)
+    return render(request, "runs/import_new.html", {"form": form, "formats": formats, "refused": refused},
+                  status=status)
+
+
+@reader_required
+@permission_required("benchmarks.add_sweep", raise_exception=True)
+def too_large(request, message):
+    """The upload form again, saying why nothing was imported: the request was larger than
+    an import may be (runs.limits refused it before reading it)."""
+    return _page(request, ImportForm(), status=413, refused=message)
+
+
+import_new.too_large = too_large

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from django.conf import settings
+from django.db.models import Max
 from django.utils import timezone
 
 from benchmarks.models import FailureKind, SweepStatus, WorkloadKind
@@ -42,6 +43,7 @@ from sweepcore import (
 from sweepcore.engines import ArgvError, LaunchValues, get_adapter
 from sweepcore.kinds import RequestErrorKind
 from sweepcore.plan import search_shape
+from sweepcore.spec import OPEN_LOOP_MAX_CONCURRENCY
 from sweepcore.server import (
     NotReady,
     ServerExited,
@@ -568,9 +570,26 @@ class RunExecutor:
             checked.append("GPUs not checked: a simulated engine uses none")
         else:
             checked.append("no GPU to check on a CPU host")
+        in_flight = self.most_in_flight()
+        too_many = loadgen.open_files_problem(in_flight)
+        if too_many:
+            raise PreflightFailed(FailureKind.PREFLIGHT, f"{too_many}: raise the worker's limit (ulimit -n, systemd "
+                                                         f"LimitNOFILE=) or lower the concurrency")
+        checked.append(f"open files: up to {in_flight:,} requests in flight fit this worker's limit")
         checked.append(f"port not checked: picked at launch, and a launch that finds it taken is retried on a "
                        f"new one ({PORT_ATTEMPTS} launches at most)")
         return checked
+
+    def most_in_flight(self):
+        """The most requests this run's client holds at once: its points' concurrency (an
+        open loop's cap), or its capacity search's highest concurrency or cap."""
+        most = self.run.points.aggregate(most=Max("concurrency"))["most"] or 1
+        if self.spec.get("search"):
+            found = capacity.parse_search(self.spec["search"])
+            cap = found.high if found.metric == capacity.CONCURRENCY else (
+                self.spec.get("max_concurrency") or OPEN_LOOP_MAX_CONCURRENCY)
+            most = max(most, int(cap))
+        return most
 
     # launch and readiness ----------------------------------------------------------------
 

@@ -46,6 +46,14 @@ The mapping (docs/metrics.md defines our fields; README "Importing results" has 
   ``http_status`` and ``spec_verify_ct`` are not in these files and stay empty.  The
   point's ``decode_tok_s`` (no file has it) is computed from these records by
   ``sweepcore.metrics`` and listed in ``extra.computed_from_requests``.
+* Bounds (``common``'s limits): a file of more than ``MAX_FILE_BYTES`` or with more than
+  ``MAX_POINTS_PER_FILE`` results is refused; a point stores at most
+  ``MAX_REQUESTS_PER_POINT`` request records, and a file ``MAX_REQUESTS_PER_FILE`` in all
+  (shared evenly by its points): beyond, an even sample, which
+  ``ImportedPoint.requests_note`` describes, while counts, lengths and the summary figures
+  still come from every request; a field of more than ``MAX_EXTRA_FIELD_BYTES`` as JSON is
+  left out of ``extra`` and named under ``extra.left_out``; integers beyond their database
+  column are refused with the field.
 * Every point gets a verdict (``validity``, ``validity_reasons``: sweepcore.validity) from
   what the file has, and, with request records, the ``intervals`` of its medians.
 
@@ -75,6 +83,11 @@ from __future__ import annotations
 
 from sweepcore.importers import sglang, sglang_one_batch, vllm
 from sweepcore.importers.common import (
+    MAX_EXTRA_FIELD_BYTES,
+    MAX_FILE_BYTES,
+    MAX_POINTS_PER_FILE,
+    MAX_REQUESTS_PER_FILE,
+    MAX_REQUESTS_PER_POINT,
     ImportedFile,
     ImportedPoint,
     ImportedRequest,
@@ -145,6 +158,7 @@ def parse(filename: str, text: str, fmt: str | None = None) -> ImportedFile:
 
 
 __all__ = [
+    "MAX_EXTRA_FIELD_BYTES", "MAX_FILE_BYTES", "MAX_POINTS_PER_FILE", "MAX_REQUESTS_PER_FILE", "MAX_REQUESTS_PER_POINT",
     "FORMATS", "FORMAT_DESCRIPTIONS", "FORMAT_DETAILS", "ImportFileError", "ImportRefused", "ImportedFile",
     "ImportedPoint", "ImportedRequest", "decode", "detect_format", "parse",
 ]

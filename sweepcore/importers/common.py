@@ -13,6 +13,7 @@ from typing import Any
 
 from sweepcore import metrics as metrics_lib
 from sweepcore.methods import AUTOREGRESSIVE, SPECULATIVE, imported_method
+from sweepcore.spec import INT_COLUMN_MAX, beyond
 
 SYNTHETIC_DATASETS = {
     "random", "random-ids", "random-mm", "random-image", "image", "random-rerank",
@@ -20,6 +21,27 @@ SYNTHETIC_DATASETS = {
 }
 UNSPECIFIED_DATASET = "unnamed-dataset"  # the file did not name its dataset: a chart category says so
 ERROR_KIND = "imported_error"
+
+# --- Limits (README "Importing results"): an import is one web request, so what it reads,
+# computes and stores is bounded; each limit is said where it applies.
+
+#: A result file larger than this is refused before it is read (upload, API, command).
+MAX_FILE_BYTES = 64 << 20
+#: Results (points) of one file; a larger file is refused: split it.
+MAX_POINTS_PER_FILE = 1_000
+#: Request records stored per point, and per file (shared evenly by its points): beyond,
+#: an even sample of the point's requests is stored, its statistics computed from the
+#: sample, its summary figures still the file's own over every request. Computing the
+#: intervals and the verdict of a point costs time in proportion to its records.
+MAX_REQUESTS_PER_POINT = 5_000
+MAX_REQUESTS_PER_FILE = 20_000
+#: A field kept in a point's ``extra`` larger than this as JSON (a per-request array of a
+#: large run) is left out and named, so that a point's API answer stays small.
+MAX_EXTRA_FIELD_BYTES = 64 << 10
+#: Lists and objects nested in a field kept in ``extra``.
+MAX_EXTRA_DEPTH = 32
+#: The largest value of a PositiveBigIntegerField (the token totals).
+BIGINT_COLUMN_MAX = 2**63 - 1
 
 class ImportRefused(ValueError):
     """An import that cannot be done; the message says why, in one line."""
@@ -74,6 +96,18 @@ class ImportedPoint:
     engine_version: str = ""
     label: str = ""
     server_info: dict = field(default_factory=dict)  # SGLang /get_server_info, for Run.server_info
+    requests_in_file: int = 0  # the file's requests of this point; ``requests`` may be a sample of them
+
+    @property
+    def requests_note(self) -> str:
+        """What the import note of a point that stores a sample of its requests says; ""
+        when it stores every one."""
+        if self.requests_in_file <= len(self.requests):
+            return ""
+        return (f"{len(self.requests):,} of the file's {self.requests_in_file:,} requests stored, an even sample "
+                f"(Sweeplab stores up to {MAX_REQUESTS_PER_POINT:,} a point and {MAX_REQUESTS_PER_FILE:,} a file); "
+                f"the summary figures are the file's over every request, decode speed and the intervals the "
+                f"sample's")
 
 
 @dataclass
@@ -145,7 +179,8 @@ class Doc:
             raise self.error(name, f"expected a number >= {minimum:g}, got {value!r}")
         return float(value)
 
-    def integer(self, name: str, required: bool = False, minimum: int = 0) -> int | None:
+    def integer(self, name: str, required: bool = False, minimum: int = 0,
+                maximum: int = INT_COLUMN_MAX) -> int | None:
         value = self.raw(name)
         if value is None:
             if required:
@@ -158,6 +193,8 @@ class Doc:
             raise self.error(name, f"expected an integer, got {describe(value)}")
         if value < minimum:
             raise self.error(name, f"expected an integer >= {minimum}, got {value}")
+        if value > maximum:
+            raise self.error(name, f"expected an integer {beyond(maximum)}, got {value}")
         return value
 
     def string(self, name: str) -> str | None:
@@ -199,6 +236,8 @@ class Doc:
             elif item == "integer":
                 if isinstance(v, bool) or not isinstance(v, int) or v < 0:
                     raise self.error(path, f"expected an integer >= 0, got {describe(v)}")
+                if v > INT_COLUMN_MAX:
+                    raise self.error(path, f"expected an integer {beyond(INT_COLUMN_MAX)}, got {v}")
             elif item == "numbers":
                 if not isinstance(v, list):
                     raise self.error(path, f"expected a list of numbers, got {describe(v)}")
@@ -219,9 +258,19 @@ def _json_error(where: str, exc: json.JSONDecodeError, line: int | None = None) 
     return ImportFileError(f"{where} line {lineno} column {exc.colno}: invalid JSON ({exc.msg})")
 
 
+def _loads(where: str, text: str) -> Any:
+    """json.loads, with JSON nested deeper than its reader goes (about 1,000 levels) refused
+    as the file's error rather than a RecursionError."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ImportFileError(f"{where}: JSON nested too deep to read") from None
+
+
 def load_documents(filename: str, text: str) -> list[tuple[int | None, Any]]:
     """The JSON objects of a file, with their line numbers (None for a single document
-    that spans lines).  JSON Lines (one object per line) and one JSON document both work."""
+    that spans lines).  JSON Lines (one object per line) and one JSON document both work;
+    more than MAX_POINTS_PER_FILE lines are refused before they are parsed."""
     if text.startswith("\ufeff"):
         text = text[1:]
     lines = text.splitlines()
@@ -230,19 +279,22 @@ def load_documents(filename: str, text: str) -> list[tuple[int | None, Any]]:
         raise ImportFileError(f"{filename}: the file is empty")
     first_no, first = numbered[0]
     try:
-        first_value = json.loads(first)
+        first_value = _loads(f"{filename} line {first_no}", first)
     except json.JSONDecodeError:
         first_value = None
     if not isinstance(first_value, dict):
         # Not one object per line: one document, perhaps pretty-printed.
         try:
-            return [(None, json.loads(text))]
+            return [(None, _loads(filename, text))]
         except json.JSONDecodeError as exc:
             raise _json_error(filename, exc) from None
-    docs = []
-    for no, line in numbered:
+    if len(numbered) > MAX_POINTS_PER_FILE:
+        raise ImportFileError(f"{filename}: {len(numbered):,} results (lines); a file may hold "
+                              f"{beyond(MAX_POINTS_PER_FILE, "results")}: split it")
+    docs = [(first_no, first_value)]  # parsed once: a one-line file may be the whole upload
+    for no, line in numbered[1:]:
         try:
-            docs.append((no, json.loads(line)))
+            docs.append((no, _loads(f"{filename} line {no}", line)))
         except json.JSONDecodeError as exc:
             raise _json_error(filename, exc, line=no) from None
     if len(docs) == 1 and not _is_jsonl_name(filename):
@@ -257,15 +309,42 @@ def _is_jsonl_name(filename: str) -> bool:
 # --- Shared pieces -----------------------------------------------------------------------
 
 
-def clean_extra(value: Any) -> Any:
-    """JSON-safe (PostgreSQL's jsonb has no NaN or Infinity): non-finite floats as strings."""
+def clean_extra(value: Any, where: str = "", depth: int = 0) -> Any:
+    """JSON-safe (PostgreSQL's jsonb has no NaN or Infinity): non-finite floats as strings.
+    Lists and objects nested deeper than MAX_EXTRA_DEPTH are refused (``where`` names the
+    field), which also keeps this recursion far from Python's limit."""
     if isinstance(value, float) and not math.isfinite(value):
         return "nan" if math.isnan(value) else ("inf" if value > 0 else "-inf")
+    if isinstance(value, (dict, list)) and depth >= MAX_EXTRA_DEPTH:
+        raise ImportFileError(f"{where or 'the file'}: lists and objects nested deeper than {MAX_EXTRA_DEPTH} levels "
+                              f"(Sweeplab's limit)")
     if isinstance(value, dict):
-        return {str(k): clean_extra(v) for k, v in value.items()}
+        return {str(k): clean_extra(v, where, depth + 1) for k, v in value.items()}
     if isinstance(value, list):
-        return [clean_extra(v) for v in value]
+        return [clean_extra(v, where, depth + 1) for v in value]
     return value
+
+
+def kept_extra(doc: Doc) -> dict[str, Any]:
+    """The fields the parser did not read, JSON-safe; one of more than MAX_EXTRA_FIELD_BYTES
+    as JSON (a per-request array of a large run) is left out and named with its size under
+    ``left_out``: the file keeps it, and a point's API answer stays small."""
+    kept: dict[str, Any] = {}
+    left_out: dict[str, str] = {}
+    for name, value in doc.unused().items():
+        if isinstance(value, list) and len(value) > MAX_EXTRA_FIELD_BYTES // 2:  # 2 bytes an item at least
+            left_out[name] = f"a list of {len(value):,} items"
+            continue
+        value = clean_extra(value, f"{doc.where}: field {name!r}")
+        size = len(json.dumps(value))
+        if size > MAX_EXTRA_FIELD_BYTES:
+            left_out[name] = f"{size:,} bytes of JSON"
+            continue
+        kept[name] = value
+    if left_out:
+        kept["left_out"] = {"fields": left_out, "why": f"each over {MAX_EXTRA_FIELD_BYTES:,} bytes of JSON "
+                                                       f"(Sweeplab's limit); the file keeps them"}
+    return kept
 
 
 def workload_of(dataset: str | None) -> tuple[str, str]:
@@ -307,10 +386,34 @@ def tp_of(doc: Doc, server_info: dict | None) -> int | None:
     return None
 
 
-def request_records(doc: Doc, with_start_times: bool) -> list[ImportedRequest]:
-    """Request records from the per-request arrays, when the file has them."""
+@dataclass
+class RequestTotals:
+    """What is counted over every request of a point in the file, stored or not (a point
+    stores at most its share of MAX_REQUESTS_PER_FILE records)."""
+
+    count: int = 0
+    failed: int = 0
+    same_prompt_length: int | None = None  # the one prompt length of every request
+    mean_prompt_length: int | None = None  # of the completed requests, rounded
+    max_output: int | None = None  # of the completed requests
+
+
+def requests_per_point(points: int) -> int:
+    """The request records a point of a file of ``points`` results may store."""
+    return min(MAX_REQUESTS_PER_POINT, MAX_REQUESTS_PER_FILE // max(points, 1))
+
+
+def _sample(count: int, keep: int) -> range | list[int]:
+    """The indices of the requests stored: all of them, or ``keep`` spread evenly over the
+    run (the first ones alone would be its ramp-up)."""
+    return range(count) if count <= keep else [i * count // keep for i in range(keep)]
+
+
+def request_records(doc: Doc, with_start_times: bool, keep: int) -> tuple[list[ImportedRequest], RequestTotals]:
+    """Request records from the per-request arrays, when the file has them: at most
+    ``keep`` (an even sample), and the totals over all of them."""
     if not doc.has("ttfts") and not doc.has("output_lens"):
-        return []
+        return [], RequestTotals()
     for name in ("input_lens", "output_lens", "ttfts", "itls"):
         if not doc.has(name):
             raise doc.error(name, "missing: the per-request arrays come together "
@@ -322,35 +425,44 @@ def request_records(doc: Doc, with_start_times: bool) -> list[ImportedRequest]:
     itls = doc.array("itls", n, "numbers")
     errors = doc.array("errors", n, "string") or [""] * n
     starts = doc.array("start_times", n, "number") if with_start_times else None
-    records = []
-    for i in range(n):
-        error = errors[i] or ""
-        out = output_lens[i]
-        ok = not error and out > 0 and ttfts[i] > 0
-        offsets: list[float] = []
-        tokens: list[int] = []
-        if ok:
-            at = float(ttfts[i])
+    ok = [not errors[i] and output_lens[i] > 0 and ttfts[i] > 0 for i in range(n)]
+    records = [_record(i, ok[i], ttfts[i], itls[i], input_lens[i], output_lens[i], errors[i] or "",
+                       float(starts[i]) if starts else None) for i in _sample(n, keep)]
+    return records, _totals(ok, input_lens, output_lens)
+
+
+def _record(i, ok, ttft, itls, prompt, out, error, send_time) -> ImportedRequest:
+    """Request ``i``: its chunks' arrival offsets (TTFT, then TTFT plus the running sum of
+    its ITLs) with its output tokens spread over them, or its error."""
+    offsets: list[float] = []
+    tokens: list[int] = []
+    if ok:
+        at = float(ttft)
+        offsets.append(at)
+        for gap in itls:
+            at += float(gap)
             offsets.append(at)
-            for gap in itls[i]:
-                at += float(gap)
-                offsets.append(at)
-            if len(offsets) > out:  # more chunks than tokens: keep the tokens' worth
-                offsets = offsets[:out]
-            base, rest = divmod(out, len(offsets))
-            tokens = [base + (1 if j < rest else 0) for j in range(len(offsets))]
-        kind = "" if ok else (ERROR_KIND if error else "empty_response")
-        records.append(ImportedRequest(
-            index=i,
-            send_time=float(starts[i]) if starts else None,
-            chunk_offsets=offsets,
-            chunk_tokens=tokens,
-            prompt_tokens=input_lens[i],
-            output_tokens=out if ok else 0,
-            error_kind=kind,
-            error=error if error else ("" if ok else "no output tokens (as recorded in the file)"),
-        ))
-    return records
+        if len(offsets) > out:  # more chunks than tokens: keep the tokens' worth
+            offsets = offsets[:out]
+        base, rest = divmod(out, len(offsets))
+        tokens = [base + (1 if j < rest else 0) for j in range(len(offsets))]
+    kind = "" if ok else (ERROR_KIND if error else "empty_response")
+    return ImportedRequest(
+        index=i, send_time=send_time, chunk_offsets=offsets, chunk_tokens=tokens, prompt_tokens=prompt,
+        output_tokens=out if ok else 0, error_kind=kind,
+        error=error if error else ("" if ok else "no output tokens (as recorded in the file)"),
+    )
+
+
+def _totals(ok: list[bool], input_lens: list[int], output_lens: list[int]) -> RequestTotals:
+    lengths = set(input_lens)
+    completed = [i for i, good in enumerate(ok) if good]
+    return RequestTotals(
+        count=len(ok), failed=len(ok) - len(completed),
+        same_prompt_length=lengths.pop() if len(lengths) == 1 else None,
+        mean_prompt_length=round(sum(input_lens[i] for i in completed) / len(completed)) if completed else None,
+        max_output=max((output_lens[i] for i in completed), default=None),
+    )
 
 
 def fill_from_requests(metrics: dict, extra: dict, records: list[ImportedRequest], duration) -> None:
@@ -384,19 +496,13 @@ def give_verdict(point: "ImportedPoint") -> None:
     point.metrics["validity_reasons"] = verdict.reasons_json()
 
 
-def same_prompt_length(records: list[ImportedRequest]) -> int | None:
-    lengths = {r.prompt_tokens for r in records}
-    return lengths.pop() if len(lengths) == 1 and None not in lengths else None
-
-
-def mean_prompt_length(records: list[ImportedRequest], metrics: dict) -> int | None:
+def mean_prompt_length(totals: RequestTotals, metrics: dict) -> int | None:
     """The mean prompt length of the completed requests, rounded, as a measured dataset
-    point stores it (``actual_prompt_tokens``): from the request records, else from the
+    point stores it (``actual_prompt_tokens``): from the per-request arrays, else from the
     summary's ``total_input_tokens`` over ``completed`` (both tools count the input of
     completed requests only); None when the file has neither."""
-    lengths = [r.prompt_tokens for r in records if not r.error_kind and r.prompt_tokens is not None]
-    if lengths:
-        return round(sum(lengths) / len(lengths))
+    if totals.mean_prompt_length is not None:
+        return totals.mean_prompt_length
     total, completed = metrics.get("total_input_tokens"), metrics.get("completed")
     return round(total / completed) if total is not None and completed else None
 
@@ -413,26 +519,27 @@ def latencies(doc: Doc, metrics: dict, ours: str, theirs: str) -> None:
 
 def make_point(doc, index, metrics, records, *, workload, kind, method, params, tp, rate, max_concurrency,
            num_prompts, model, backend, engine_kind, measured_at, label, target_output, target_input,
-           engine_version="", extra_first=None, server_info=None):
+           engine_version="", extra_first=None, server_info=None, totals=RequestTotals()):
     """The point of one result: settings derived as the module docstring says, and every
-    field the parser did not read kept in ``extra``."""
+    field the parser did not read kept in ``extra``. ``records`` are the requests stored
+    (request_records), ``totals`` what is counted over all of them."""
     extra: dict[str, Any] = dict(extra_first or {})
     completed = metrics.get("completed")
-    if metrics.get("failed") is None and records:
-        metrics["failed"] = sum(1 for r in records if r.error_kind)
-    if completed is not None and records and completed != sum(1 for r in records if not r.error_kind):
-        extra["completed_in_requests"] = sum(1 for r in records if not r.error_kind)
+    if metrics.get("failed") is None and totals.count:
+        metrics["failed"] = totals.failed
+    if completed is not None and totals.count and completed != totals.count - totals.failed:
+        extra["completed_in_requests"] = totals.count - totals.failed
     fill_from_requests(metrics, extra, records, metrics.get("duration"))
     if max_concurrency is not None:
         concurrency = max_concurrency
     else:
-        concurrency = num_prompts or len(records) or (completed or 0) + (metrics.get("failed") or 0) or 1
+        concurrency = num_prompts or totals.count or (completed or 0) + (metrics.get("failed") or 0) or 1
         extra["concurrency_unbounded"] = True
     run_params = dict(params)
     if rate is not None:
         run_params["request_rate"] = rate
-    same_length = same_prompt_length(records)
-    measured_length = same_length if same_length is not None else mean_prompt_length(records, metrics)
+    same_length = totals.same_prompt_length
+    measured_length = same_length if same_length is not None else mean_prompt_length(totals, metrics)
     prompt_tokens = None
     if kind == "synthetic":
         prompt_tokens = target_input if target_input is not None else same_length
@@ -442,14 +549,15 @@ def make_point(doc, index, metrics, records, *, workload, kind, method, params, 
             prompt_tokens = measured_length
             extra["prompt_tokens_from"] = "mean prompt length of the completed requests"
     if target_output is None:
-        outs = [r.output_tokens for r in records if not r.error_kind]
-        if outs:
-            target_output = max(outs)
+        if totals.max_output is not None:
+            target_output = totals.max_output
         elif completed and metrics.get("total_output_tokens") is not None:
             target_output = round(metrics["total_output_tokens"] / completed)
         else:
             target_output = 0
-    extra.update(clean_extra(doc.unused()))
+    _check_columns(doc, prompt_tokens=prompt_tokens, actual_prompt_tokens=measured_length,
+                   max_new_tokens=target_output, concurrency=concurrency)
+    extra.update(kept_extra(doc))
     return ImportedPoint(
         index=index, line=doc.line, workload=workload, workload_kind=kind,
         dataset_path=str(doc.data.get("dataset_path") or ""),
@@ -458,8 +566,18 @@ def make_point(doc, index, metrics, records, *, workload, kind, method, params, 
         method=method, params=run_params, tp=tp, metrics={k: v for k, v in metrics.items()},
         extra=extra, requests=records, measured_at=measured_at, model=model, backend=backend,
         engine_kind=engine_kind, engine_version=engine_version, label=str(label or ""),
-        server_info=clean_extra(server_info) if isinstance(server_info, dict) else {},
+        server_info=clean_extra(server_info, f"{doc.where}: server_info") if isinstance(server_info, dict) else {},
+        requests_in_file=totals.count,
     )
+
+
+def _check_columns(doc: Doc, **settings: int | None) -> None:
+    """A point's settings derived from the file (a mean, a sum over requests) must fit their
+    integer columns: a file whose numbers do not is refused, naming the setting."""
+    for name, value in settings.items():
+        if value is not None and value > INT_COLUMN_MAX:
+            raise ImportFileError(f"{doc.where}: the point's {name} comes to {value:,}; the database holds "
+                                  f"{beyond(INT_COLUMN_MAX)}")
 
 
 def decode(filename: str, data: bytes) -> str:

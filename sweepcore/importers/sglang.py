@@ -22,6 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 from sweepcore.importers.common import (
+    BIGINT_COLUMN_MAX,
     Doc,
     ImportedFile,
     ImportedPoint,
@@ -31,6 +32,7 @@ from sweepcore.importers.common import (
     make_point,
     method_of,
     request_records,
+    requests_per_point,
     tp_of,
     workload_of,
 )
@@ -49,12 +51,12 @@ SGLANG_BACKEND_KINDS = {"sglang": "sglang", "sglang-native": "sglang", "sglang-o
 SGLANG_DETAIL_ARRAYS = ("input_lens", "output_lens", "ttfts", "itls", "generated_texts", "errors")
 
 
-def _parse_sglang_one(doc: Doc, index: int) -> ImportedPoint:
+def _parse_sglang_one(doc: Doc, index: int, keep: int) -> ImportedPoint:
     metrics: dict[str, Any] = {}
     metrics["completed"] = doc.integer("completed", required=True)
     metrics["duration"] = doc.number("duration", required=True)
     for name in ("total_input_tokens", "total_output_tokens"):
-        metrics[name] = doc.integer(name)
+        metrics[name] = doc.integer(name, maximum=BIGINT_COLUMN_MAX)
     for name in ("request_throughput", "output_throughput", "max_output_tokens_per_s"):
         metrics[name] = doc.number(name)
     metrics["total_token_throughput"] = doc.number("total_throughput")
@@ -84,7 +86,7 @@ def _parse_sglang_one(doc: Doc, index: int) -> ImportedPoint:
         target_output = doc.integer("sharegpt_output_len")
     rate = doc.rate("request_rate")
     max_concurrency = doc.integer("max_concurrency", minimum=1)
-    records = request_records(doc, with_start_times=False)
+    records, totals = request_records(doc, with_start_times=False, keep=keep)
     tp = tp_of(doc, server_info)
     model = None
     version = ""
@@ -96,7 +98,8 @@ def _parse_sglang_one(doc: Doc, index: int) -> ImportedPoint:
                   model=model if isinstance(model, str) else None, backend=backend,
                   engine_kind=SGLANG_BACKEND_KINDS.get(backend or ""), measured_at=None,
                   label=doc.data.get("tag") or "", target_output=target_output, target_input=target_input,
-                  engine_version=version, extra_first=extra_first, server_info=doc.data.get("server_info"))
+                  engine_version=version, extra_first=extra_first, server_info=doc.data.get("server_info"),
+                  totals=totals)
 
 
 def parse(filename: str, text: str) -> ImportedFile:
@@ -106,5 +109,5 @@ def parse(filename: str, text: str) -> ImportedFile:
         doc = Doc(filename, data, line)
         for name in SGLANG_DETAIL_ARRAYS:
             doc.used.add(name)
-        points.append(_parse_sglang_one(doc, i))
+        points.append(_parse_sglang_one(doc, i, requests_per_point(len(docs))))
     return ImportedFile(FORMAT, filename, points)

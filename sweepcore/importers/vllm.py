@@ -26,6 +26,8 @@ from datetime import datetime, timezone
 from typing import Any
 
 from sweepcore.importers.common import (
+    BIGINT_COLUMN_MAX,
+    INT_COLUMN_MAX,
     Doc,
     ImportedFile,
     ImportedPoint,
@@ -35,6 +37,7 @@ from sweepcore.importers.common import (
     make_point,
     method_of,
     request_records,
+    requests_per_point,
     tp_of,
     workload_of,
 )
@@ -66,10 +69,11 @@ def _vllm_date(doc: Doc) -> datetime | None:
         raise doc.error("date", f"expected a date like 20260102-150405, got {describe(value)}") from None
 
 
-def _parse_vllm_one(doc: Doc, index: int) -> ImportedPoint:
+def _parse_vllm_one(doc: Doc, index: int, keep: int) -> ImportedPoint:
     metrics: dict[str, Any] = {}
     for name in ("completed", "failed", "total_input_tokens", "total_output_tokens"):
-        metrics[name] = doc.integer(name, required=name == "completed")
+        metrics[name] = doc.integer(name, required=name == "completed",
+                                    maximum=BIGINT_COLUMN_MAX if name.startswith("total_") else INT_COLUMN_MAX)
     metrics["duration"] = doc.number("duration", required=True)
     for name in VLLM_SAME[1:]:
         metrics[name] = doc.number(name)
@@ -88,14 +92,14 @@ def _parse_vllm_one(doc: Doc, index: int) -> ImportedPoint:
     rate = doc.rate("request_rate")
     max_concurrency = doc.integer("max_concurrency", minimum=1)
     num_prompts = doc.integer("num_prompts", minimum=1)
-    records = request_records(doc, with_start_times=True)
+    records, totals = request_records(doc, with_start_times=True, keep=keep)
     tp = tp_of(doc, None)
     measured_at = _vllm_date(doc)
     return make_point(doc, index, metrics, records, workload=workload, kind=kind, method=method, params=params,
                   tp=tp, rate=rate, max_concurrency=max_concurrency,
                   num_prompts=num_prompts, model=model, backend=backend,
                   engine_kind="vllm", measured_at=measured_at, label=doc.data.get("label") or "",
-                  target_output=None, target_input=None)
+                  target_output=None, target_input=None, totals=totals)
 
 
 def parse(filename: str, text: str) -> ImportedFile:
@@ -105,5 +109,5 @@ def parse(filename: str, text: str) -> ImportedFile:
         doc = Doc(filename, data, line)
         for name in VLLM_DETAIL_ARRAYS:  # the raw arrays become request records, not extra
             doc.used.add(name)
-        points.append(_parse_vllm_one(doc, i))
+        points.append(_parse_vllm_one(doc, i, requests_per_point(len(docs))))
     return ImportedFile(FORMAT, filename, points)

@@ -65,6 +65,7 @@ from sweepcore.loadgen.runner import (
     LoadResult,
     build_body,
     make_pool,
+    open_files_problem,
     run_load,
     run_load_sync,
 )
@@ -84,6 +85,7 @@ __all__ = [
     "build_body",
     "classify_error_text",
     "make_pool",
+    "open_files_problem",
     "run_load",
     "run_load_sync",
 ]

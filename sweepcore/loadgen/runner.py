@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+import resource
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
@@ -149,6 +150,30 @@ class _Sender:
 
     def one(self, index: int):
         return self.request(self.endpoint, index, self.requests[index % len(self.requests)])
+
+
+#: Files a worker holds open besides its load's sockets: logs, database and broker
+#: connections, the server's pipes, Python's own.
+OPEN_FILES_MARGIN = 256
+
+
+def open_files_problem(in_flight: int) -> str | None:
+    """Why this process cannot hold ``in_flight`` requests at once, or None. Each request
+    in flight holds a socket, so a load beyond the open-files limit would fail its requests
+    with "Too many open files", which looks like a server failing. The soft limit is first
+    raised as far as the hard one allows (a process may do so itself)."""
+    needed = in_flight + OPEN_FILES_MARGIN
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY or needed <= soft:
+        return None
+    if hard == resource.RLIM_INFINITY or needed <= hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (needed, hard))
+            return None
+        except (ValueError, OSError):
+            hard = soft  # not raised here: the soft limit is what it may open
+    return (f"concurrency {in_flight:,} needs about {needed:,} open files (a socket per request in flight and "
+            f"{OPEN_FILES_MARGIN} more); this worker may open {hard:,} (ulimit -n)")
 
 
 def make_pool(base_url: str, connect_timeout: float = 10.0) -> http1.Pool:

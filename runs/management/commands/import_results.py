@@ -16,7 +16,7 @@ from django.db import DatabaseError
 
 from runs.imports import import_file
 from sweepcore.files import FileProblem, read_bytes
-from sweepcore.importers import FORMATS, ImportRefused
+from sweepcore.importers import FORMATS, MAX_FILE_BYTES, ImportRefused
 
 
 class Command(BaseCommand):
@@ -36,7 +36,7 @@ class Command(BaseCommand):
                owner=None, **options):
         path = Path(file)
         try:
-            data = read_bytes(path, "a result file")
+            data = read_bytes(path, "a result file", MAX_FILE_BYTES)
         except FileProblem as exc:
             raise CommandError(str(exc)) from None
         try:
