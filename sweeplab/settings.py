@@ -240,7 +240,12 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_DEFAULT_QUEUE = "default"
 CELERY_TASK_IGNORE_RESULT = True
+# A broker that goes away (Redis restarted) is waited for, at start-up and later, for ever:
+# the consumer reconnects and the runs in flight go on meanwhile. Tasks lost with a broker
+# kept in memory only are sent again by the workers' periodic check (runs.worker.watch).
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_BROKER_CONNECTION_RETRY = True
+CELERY_BROKER_CONNECTION_MAX_RETRIES = None
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 
 
