@@ -9,6 +9,7 @@ here imports runs.tasks (the workers' side). Each run records when its task was 
 import logging
 
 from django.db import transaction
+from kombu.exceptions import OperationalError as BrokerUnreachable
 from django.utils import timezone
 
 from benchmarks.catalog import active_quarantines, load_catalog
@@ -30,6 +31,10 @@ from sweepcore.spec import host_names
 from sweeplab.celery import EXECUTE_RUN, START_SWEEP_AFTER, TAKE_RUN, send_to_host
 
 log = logging.getLogger(__name__)
+
+#: What sending a task raises when the broker cannot be reached (Redis down: kombu's
+#: OperationalError; the filesystem broker's folder unwritable: OSError).
+BROKER_ERRORS = (BrokerUnreachable, OSError)
 
 
 def plan_spec(spec, catalog=None):
@@ -230,7 +235,7 @@ def _enqueue(sweep, run_ids):
                     send_to_host(EXECUTE_RUN, hosts[0], run_id=run_id)
                 else:
                     send_to_host(TAKE_RUN, hosts[i % len(hosts)], sweep_id=sweep_id, host=hosts[i % len(hosts)])
-        except Exception as exc:  # noqa: BLE001 - the broker's errors vary with its transport
+        except BROKER_ERRORS as exc:
             log.error("sweep %s: its runs could not be sent to %s: %s", sweep_id, queued_on(sweep), exc)
             now = timezone.now()
             RunEvent.objects.bulk_create(

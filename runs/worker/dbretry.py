@@ -10,7 +10,9 @@ call that retries (RunStore's writes are each one transaction: see `retrying`)."
 import functools
 import logging
 import os
+import threading
 import time
+from contextlib import contextmanager
 
 from django.db import InterfaceError, OperationalError, connection
 
@@ -24,11 +26,27 @@ FIRST_PAUSE_S = 0.5
 LONGEST_PAUSE_S = 5.0
 
 
+_local = threading.local()
+
+
 def retry_budget_s():
     """Seconds a worker keeps trying one database call before it gives up
     (SWEEPLAB_DB_RETRY_S, default 300): a restart takes seconds, an outage longer than this
-    leaves the run to be taken over once the database is back."""
-    return float(os.environ.get("SWEEPLAB_DB_RETRY_S", 300))
+    leaves the run to be taken over once the database is back. Inside `budget(s)`, s."""
+    override = getattr(_local, "budget_s", None)
+    return override if override is not None else float(os.environ.get("SWEEPLAB_DB_RETRY_S", 300))
+
+
+@contextmanager
+def budget(seconds):
+    """The calls made in this block (in this thread) try for at most `seconds`: for writes
+    that matter less than the time they would hold up (a teardown's timeline events)."""
+    before = getattr(_local, "budget_s", None)
+    _local.budget_s = seconds
+    try:
+        yield
+    finally:
+        _local.budget_s = before
 
 
 def reconnect():
@@ -52,16 +70,17 @@ class Stopped(Exception):
     """The retries were stopped from outside (the `stop` event was set)."""
 
 
-def call_with_retry(fn, *args, what=None, budget_s=None, stop=None, **kwargs):
+def call_with_retry(fn, *args, what=None, budget_s=None, stop=None, longest_pause_s=None, **kwargs):
     """`fn(*args, **kwargs)`, tried again on a connection error (DB_ERRORS) after
-    reconnecting and a pause (`pauses`), for at most `budget_s` seconds (retry_budget_s);
-    then the last error is raised. `stop`: a threading.Event that, once set, ends the
-    pauses (raising Stopped). Inside an atomic block `fn` is called once."""
+    reconnecting and a pause (`pauses`, at most `longest_pause_s`), for at most `budget_s`
+    seconds (retry_budget_s); then the last error is raised. `stop`: a threading.Event
+    that, once set, ends the pauses (raising Stopped). Inside an atomic block `fn` is
+    called once."""
     if connection.in_atomic_block:
         return fn(*args, **kwargs)
     what = what or getattr(fn, "__qualname__", repr(fn))
     deadline = time.monotonic() + (retry_budget_s() if budget_s is None else budget_s)
-    for tries, pause in enumerate(pauses(), start=1):
+    for tries, pause in enumerate(pauses(longest=longest_pause_s), start=1):
         try:
             return fn(*args, **kwargs)
         except DB_ERRORS as exc:

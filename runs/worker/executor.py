@@ -27,6 +27,7 @@ from django.utils import timezone
 from benchmarks.models import FailureKind, SweepStatus, WorkloadKind
 from runs.lifecycle import CANCELLED_POINT_REASON, refresh_sweep_status
 from runs.models import PointStatus, RunEventKind, RunStatus
+from runs.worker import dbretry
 from runs.worker.dbretry import DB_ERRORS, Stopped, call_with_retry, reconnect
 from runs.worker.store import ClaimLost, RunStore, heartbeat_interval
 from sweepcore import (
@@ -64,6 +65,9 @@ GPU_LEASE_POLL_S = float(os.environ.get("SWEEPLAB_GPU_LEASE_POLL_S", 1))
 PORT_ATTEMPTS = 3
 # Measurements in all of a capacity probe the verdicts call invalid.
 INVALID_PROBE_ATTEMPTS = 2
+# Seconds a teardown's timeline event, or the giving back of its GPUs, is tried while the
+# database is away (then logged; stale leases are taken back by the next run that needs them).
+NOTE_RETRY_S = 10.0
 
 CONNECTION_ERRORS = {RequestErrorKind.CONNECTION_REFUSED, RequestErrorKind.CONNECTION_LOST_MID_STREAM}
 TIMEOUT_ERRORS = {RequestErrorKind.TIMEOUT_FIRST_TOKEN, RequestErrorKind.TIMEOUT_STALL, RequestErrorKind.TIMEOUT_TOTAL}
@@ -345,8 +349,10 @@ class RunExecutor:
             try:
                 while not stop.wait(interval):
                     try:
+                        # Tried every second at most: once the database is back, the first
+                        # beat must come before a live worker's check takes the run for dead.
                         ours = call_with_retry(self.store.heartbeat, what=f"the heartbeat of run {self.run_id}",
-                                               stop=stop)
+                                               stop=stop, longest_pause_s=1.0)
                     except Stopped:
                         return
                     except Exception:  # noqa: BLE001 - the next beat tries again
@@ -461,7 +467,9 @@ class RunExecutor:
         if not self.leased or self.db_gone:
             return
         try:
-            if self.store.release_gpus("teardown"):
+            with dbretry.budget(NOTE_RETRY_S):
+                released = self.store.release_gpus("teardown")
+            if released:
                 self.note(RunEventKind.TEARDOWN, f"GPU(s) {gpus.visible_devices(self.leased)} given back")
         except DB_ERRORS:
             log.error("run %s: its GPU leases could not be given back (the database is unreachable); they are "
@@ -472,7 +480,8 @@ class RunExecutor:
         otherwise (the server is torn down whatever the database does)."""
         if not self.db_gone:
             try:
-                self.store.event(kind, message, **data)
+                with dbretry.budget(NOTE_RETRY_S):
+                    self.store.event(kind, message, **data)
                 return
             except DB_ERRORS:
                 pass

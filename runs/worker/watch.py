@@ -33,6 +33,7 @@ from django.utils import timezone
 
 from benchmarks.models import Host, Sweep, SweepStatus
 from runs.lifecycle import (
+    BROKER_ERRORS,
     CANCELLED_POINT_REASON,
     FINISHED_RUN,
     enqueue_queued_runs,
@@ -79,7 +80,7 @@ def check(hosts, worker, now=None, idle_since=None):
     finish_ended_sweeps(here)
     if idle_since is None:
         return []
-    sent = resend_stale(here, now, worker)
+    sent = resend_stale(here, now)
     # A slot free for a whole interval would have taken a message waiting in the queue.
     if idle_since <= now - timedelta(seconds=watch_interval()):
         sent += resend_lost(here, now, now - requeue_after())
@@ -108,7 +109,7 @@ def _resend(row, now, from_host, why):
         return None  # another worker's check sent it, or its state moved on
     try:
         queue = send_run(row["id"], row["sweep_id"], row["sweep__spec"], row["sweep__host__name"], from_host)
-    except Exception as exc:  # noqa: BLE001 - the broker's errors vary with its transport
+    except BROKER_ERRORS as exc:
         Run.objects.filter(pk=row["id"], sent_at=now).update(sent_at=row["sent_at"])
         log.warning("run %s could not be sent again (%s): %s", row["id"], why, exc)
         return None
@@ -118,35 +119,30 @@ def _resend(row, now, from_host, why):
     return row["id"], words
 
 
-def resend_stale(here, now, worker):
+def resend_stale(here, now):
     """Runs in flight on `here` whose worker stopped heartbeating: sent again for a worker to
     take over, at once when their task was the one the dead worker took (sent before its
     last beat), else at most once per requeue_after."""
     stale = Run.objects.filter(status__in=IN_FLIGHT, heartbeat_at__lt=now - stale_after()).filter(
         Q(sent_at__isnull=True) | Q(sent_at__lt=F("heartbeat_at")) | Q(sent_at__lt=now - requeue_after()))
-    sent = []
-    for row, from_host in _candidates(stale, here):
-        why = (f"its worker {row['claimed_by'] or '?'} stopped heartbeating at {_clock(row['heartbeat_at'])}; "
-               f"a worker takes it over")
-        done = _resend(row, now, from_host, why)
-        if done:
-            sent.append(done)
-    return sent
+    return _resend_each(stale, here, now, lambda row: (
+        f"its worker {row['claimed_by'] or '?'} stopped heartbeating at {_clock(row['heartbeat_at'])}; "
+        f"a worker takes it over"))
 
 
 def resend_lost(here, now, sent_before):
     """Queued runs on `here` whose task was sent before `sent_before` and nobody claimed:
     the task is lost; sent again."""
     lost = Run.objects.filter(status=RunStatus.QUEUED, sent_at__lt=sent_before)
-    sent = []
-    for row, from_host in _candidates(lost, here):
-        waited = (now - row["sent_at"]).total_seconds()
-        why = (f"no worker claimed it within {waited:.0f} s of its sending while a worker of the host was free "
-               f"(the task was lost: a broker restarted?)")
-        done = _resend(row, now, from_host, why)
-        if done:
-            sent.append(done)
-    return sent
+    return _resend_each(lost, here, now, lambda row: (
+        f"no worker claimed it within {(now - row['sent_at']).total_seconds():.0f} s of its sending while a "
+        f"worker of the host was free (the task was lost: a broker restarted?)"))
+
+
+def _resend_each(runs, here, now, why):
+    """`_resend` each of `runs` on `here`, `why(row)` saying why; [(run id, words)] of those sent."""
+    sent = [_resend(row, now, from_host, why(row)) for row, from_host in _candidates(runs, here)]
+    return [done for done in sent if done]
 
 
 def send_held(here, now):

@@ -15,16 +15,14 @@ from django.db import OperationalError
 from django.db.backends.utils import CursorWrapper
 from django.utils import timezone
 
-from benchmarks.catalog import load_catalog
 from benchmarks.models import Sweep
-from runs.lifecycle import create_sweep, launch_sweep
 from runs.models import Point, RequestRecord, Run, RunStatus
 from runs.worker import dbretry
 from runs.worker.executor import RunExecutor, internal_failure
 from runs.worker.store import RunStore
 from sweepcore.kinds import INFRASTRUCTURE_FAILURES, FailureKind
 from sweepcore.loadgen import RequestResult
-from sweepcore.spec import validate
+from tests.worker.stores import claimed_store as stored_run
 
 
 @pytest.fixture
@@ -76,17 +74,8 @@ def outage(monkeypatch):
     return state
 
 
-def claimed_store(name="outage", points=(1000, 2000, 3000)):
-    spec = validate(
-        {"name": name, "host": "sim-8x-rtxpro6000", "engine": "sglang-sim", "model": "Qwen/Qwen3.6-27B",
-         "tp": [1], "methods": ["autoregressive"], "workloads": [{"long-context": {"prompt_tokens": list(points)}}]},
-        load_catalog(),
-    )
-    sweep, _ = create_sweep(spec)
-    (run_id,) = launch_sweep(sweep, enqueue=False)
-    store = RunStore(run_id, "w:1")
-    assert store.claim()
-    return store
+def claimed_store(name="outage"):
+    return stored_run(name, workloads=[{"long-context": {"prompt_tokens": [1000, 2000, 3000]}}])
 
 
 class Load:

@@ -191,13 +191,20 @@ def orphan():
     proc.wait()
 
 
-def test_a_run_whose_worker_died_is_sent_again_and_taken_over_killing_its_server(catalog, sent, orphan):
+def driven_by_a_dead_worker(name, orphan):
+    """The one run of a new sweep, running its server `orphan` for worker dead@a:1."""
     proc, argv = orphan
-    sweep = launched("dead", points=(1000, 2000))
+    sweep = launched(name, points=(1000, 2000))
     run = sweep.runs.get()
-    first = RunStore(run.pk, "dead@a:1")
-    assert first.claim()
-    first.set_run(status=RunStatus.RUNNING, pid=proc.pid, argv=argv)
+    store = RunStore(run.pk, "dead@a:1")
+    assert store.claim()
+    store.set_run(status=RunStatus.RUNNING, pid=proc.pid, argv=argv)
+    return sweep, run
+
+
+def test_a_run_whose_worker_died_is_sent_again_and_taken_over_killing_its_server(catalog, sent, orphan):
+    proc, _ = orphan
+    _, run = driven_by_a_dead_worker("dead", orphan)
     beat = timezone.now() - timedelta(minutes=5)
     Run.objects.filter(pk=run.pk).update(heartbeat_at=beat, sent_at=beat - timedelta(minutes=1))
     now = timezone.now()
@@ -219,12 +226,8 @@ def test_a_run_whose_worker_died_is_sent_again_and_taken_over_killing_its_server
 
 
 def test_a_dead_workers_run_of_a_cancelled_sweep_is_cancelled_and_its_server_killed(catalog, orphan):
-    proc, argv = orphan
-    sweep = launched("dead-cancelled", points=(1000, 2000))
-    run = sweep.runs.get()
-    store = RunStore(run.pk, "dead@a:1")
-    assert store.claim()
-    store.set_run(status=RunStatus.RUNNING, pid=proc.pid, argv=argv)
+    proc, _ = orphan
+    sweep, run = driven_by_a_dead_worker("dead-cancelled", orphan)
     lifecycle.cancel_sweep(sweep)
     Run.objects.filter(pk=run.pk).update(heartbeat_at=timezone.now() - timedelta(minutes=5))
     watch.check([host()], "w@a", timezone.now())
@@ -271,3 +274,45 @@ def test_the_page_says_a_run_lost_its_worker_and_that_no_worker_is_alive(catalog
     watch.check([host()], "w@a", timezone.now())
     assert waiting_sentence(sweep, runs) == (f"Run autoregressive TP1: its worker stopped heartbeating at {clock}; the "
                                              f"next live worker of host {HOST} takes it over.")
+
+
+# --- a broker away when the web tier sends, and the check that outlives its errors -----------
+
+
+def test_a_launch_while_the_broker_is_away_is_stored_and_sent_later(catalog, monkeypatch,
+                                                                    django_capture_on_commit_callbacks):
+    from kombu.exceptions import OperationalError as BrokerUnreachable
+
+    def down(*args, **kwargs):
+        raise BrokerUnreachable("Error 111 connecting to 127.0.0.1:6379. Connection refused.")
+
+    monkeypatch.setattr(lifecycle, "send_to_host", down)
+    sweep, _ = create_sweep(spec("broker-down", points=(1000,)))
+    with django_capture_on_commit_callbacks(execute=True):
+        launch_sweep(sweep)
+    run = Run.objects.get(sweep=sweep)
+    assert run.status == RunStatus.QUEUED and run.sent_at is not None
+    said = RunEvent.objects.filter(run=run, kind=RunEventKind.QUEUED).order_by("-id").first().message
+    assert said.startswith(f"could not be sent to host.{HOST} (OperationalError: Error 111 connecting")
+    calls = []
+    monkeypatch.setattr(lifecycle, "send_to_host", lambda name, host, countdown=None, **kw: calls.append(kw))
+    now = timezone.now()
+    watch.check([host()], "w@a", now + timedelta(seconds=121), idle_since=now)
+    assert calls == [{"run_id": run.pk}]
+
+
+def test_the_workers_check_outlives_a_failing_database(catalog, monkeypatch):
+    from django.db import OperationalError
+
+    from runs.tasks import Watch
+
+    checker = Watch("w@a", [f"host.{HOST}", "celery"], slots=1)
+    checker.once()
+    assert host().last_worker == "w@a"
+    assert checker.idle_since is not None  # no task runs in this process: its slot is free
+
+    def fail(*args, **kwargs):
+        raise OperationalError("server closed the connection unexpectedly")
+
+    monkeypatch.setattr(watch, "check", fail)
+    checker.once()  # logged, not raised: the next check looks again
