@@ -9,8 +9,8 @@ here imports runs.tasks (the workers' side). Each run records when its task was 
 import logging
 
 from django.db import transaction
-from kombu.exceptions import OperationalError as BrokerUnreachable
 from django.utils import timezone
+from kombu.exceptions import OperationalError as BrokerUnreachable
 
 from benchmarks.catalog import active_quarantines, load_catalog
 from benchmarks.models import LLM, Engine, Host, Sweep, SweepSource, SweepStatus, Workload
@@ -106,6 +106,7 @@ def ended_by_infrastructure(run):
     """Whether `run` ended failed or crashed for a reason outside its configuration
     (sweepcore.kinds.INFRASTRUCTURE_FAILURES): resume measures what it did not store."""
     return run.status in FAILED_RUN and run.failure_kind in INFRASTRUCTURE_FAILURES
+
 
 #: Why a point of a cancelled sweep was not measured: the points of its runs that had not
 #: started, and those a running run had not reached when it stopped at a point boundary.

@@ -20,7 +20,7 @@ from django.utils import timezone
 
 from benchmarks.models import Host
 from runs.lifecycle import enqueue_after, enqueue_queued_runs
-from runs.worker import watch
+from runs.worker import dbretry, watch
 from runs.worker.dbretry import DB_ERRORS, pauses, reconnect
 from runs.worker.executor import execute_run as drive
 from runs.worker.executor import host_groups
@@ -172,8 +172,10 @@ class Watch(threading.Thread):
         elif self.idle_since is None:
             self.idle_since = now
         try:
-            hosts = watch.worker_hosts(self.queue_names)
-            watch.check(hosts, self.worker_name, now, self.idle_since)
+            # A database that does not answer holds up one check for an interval, not more.
+            with dbretry.budget(watch.watch_interval()):
+                hosts = watch.worker_hosts(self.queue_names)
+                watch.check(hosts, self.worker_name, now, self.idle_since)
         except Exception:  # noqa: BLE001 - a periodic check outlives whatever went wrong once
             log.exception("the worker's periodic check failed; it looks again in %g s", watch.watch_interval())
             reconnect()

@@ -327,7 +327,8 @@ class RunExecutor:
         when = f" at {timezone.localtime(beat):%Y-%m-%d %H:%M:%S}" if beat else ""
         worker = before.get("claimed_by") or "?"
         if self.store.previous_host_id not in (None, self.run.host_id):
-            return f"taken over on host {self.run.host.name} from another host, whose worker {worker} stopped heartbeating{when}"
+            return (f"taken over on host {self.run.host.name} from another host, whose worker {worker} stopped "
+                    f"heartbeating{when}")
         words = f"taken over: its worker {worker} stopped heartbeating{when}"
         pid = before.get("pid")
         if not pid:
