@@ -263,7 +263,11 @@ class Seeder:
                 kv_capacity_tokens=180000 * tp if ran and not failed else None,
                 log_path=f"/nonexistent/ui-scale/sweep-{sweep.pk}/run-{position}.log" if ran else "",
                 claimed_by="worker@sim-8x-rtxpro6000" if ran else "",
-                claimed_at=started, heartbeat_at=finished or started, started_at=started, finished_at=finished,
+                claimed_at=started, started_at=started, finished_at=finished,
+                # A running run's worker is alive: it beat just now (a stale beat is a dead
+                # worker's, which the sweep page says).
+                heartbeat_at=finished or (datetime.now(timezone.utc) if plan["status"] == RunStatus.RUNNING
+                                          else started),
             ))
             plan["started"] = started
             plans.append(plan)

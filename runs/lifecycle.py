@@ -2,16 +2,22 @@
 launched, cancelled, resumed and re-run, its status following its runs.
 
 Runs are enqueued by task name on the host's queue once the transaction commits; nothing
-here imports runs.tasks (the workers' side)."""
+here imports runs.tasks (the workers' side). Each run records when its task was last sent
+(``Run.sent_at``; None while it is held back), so that the workers' periodic check
+(runs.worker.watch) can send again the task of a run nobody claimed."""
+
+import logging
 
 from django.db import transaction
 from django.utils import timezone
+from kombu.exceptions import OperationalError as BrokerUnreachable
 
 from benchmarks.catalog import active_quarantines, load_catalog
 from benchmarks.models import LLM, Engine, Host, Sweep, SweepSource, SweepStatus, Workload
 from runs.managers import stale_after
 from runs.models import AFTER_SWEEP, Point, PointStatus, Run, RunEvent, RunEventKind, RunStatus
 from sweepcore.gpus import EXCLUSIVE, send_order
+from sweepcore.kinds import INFRASTRUCTURE_FAILURES
 from sweepcore.plan import (
     CONTEXT_CAP_PREFIX,
     PlannedPoint,
@@ -23,6 +29,12 @@ from sweepcore.plan import (
 )
 from sweepcore.spec import host_names
 from sweeplab.celery import EXECUTE_RUN, START_SWEEP_AFTER, TAKE_RUN, send_to_host
+
+log = logging.getLogger(__name__)
+
+#: What sending a task raises when the broker cannot be reached (Redis down: kombu's
+#: OperationalError; the filesystem broker's folder unwritable: OSError).
+BROKER_ERRORS = (BrokerUnreachable, OSError)
 
 
 def plan_spec(spec, catalog=None):
@@ -86,6 +98,15 @@ ACTIVE_RUN = (RunStatus.QUEUED, RunStatus.STARTING, RunStatus.RUNNING)
 IN_FLIGHT_RUN = (RunStatus.STARTING, RunStatus.RUNNING)
 # Runs that resume queues (again): never started, or stopped by a cancel.
 UNSTARTED_RUN = (RunStatus.PLANNED, RunStatus.CANCELLED)
+# Ended runs that resume queues again when their failure kind is an infrastructure one.
+FAILED_RUN = (RunStatus.CRASHED, RunStatus.FAILED)
+
+
+def ended_by_infrastructure(run):
+    """Whether `run` ended failed or crashed for a reason outside its configuration
+    (sweepcore.kinds.INFRASTRUCTURE_FAILURES): resume measures what it did not store."""
+    return run.status in FAILED_RUN and run.failure_kind in INFRASTRUCTURE_FAILURES
+
 
 #: Why a point of a cancelled sweep was not measured: the points of its runs that had not
 #: started, and those a running run had not reached when it stopped at a point boundary.
@@ -148,18 +169,22 @@ def cancel_refusal(sweep):
 
 
 def resume_refusal(sweep, runs, now, workers_restarted=False):
-    """Why resuming `sweep` would queue nothing, or "". `runs`: its runs (status and
-    heartbeat_at). Resume queues what stopped without finishing: the runs of a cancelled
-    sweep that had not finished, runs never started, and runs whose worker stopped
-    heartbeating (a new worker takes them over). Runs waiting in the queue, and runs driven
-    by a live worker, need nothing; unless `workers_restarted`: the host's workers were all
+    """Why resuming `sweep` would queue nothing, or "". `runs`: its runs (status,
+    heartbeat_at and failure_kind). Resume queues what stopped without finishing: the runs
+    of a cancelled sweep that had not finished, runs never started, runs whose worker
+    stopped heartbeating (a new worker takes them over), and runs that ended failed or
+    crashed for a reason outside their configuration (ended_by_infrastructure: a database
+    or disk fault, a hang, a model path gone). Runs waiting in the queue, and runs driven by
+    a live worker, need nothing; unless `workers_restarted`: the host's workers were all
     started again (`make run`), so the tasks they held are lost and every claim is dead."""
     if sweep.status == SweepStatus.DRAFT:
         return f"sweep {sweep.pk} is a draft; launch it first"
+    if any(ended_by_infrastructure(r) for r in runs):
+        return ""
     unfinished = [r for r in runs if r.status not in FINISHED_RUN]
     if not unfinished:
-        return (f"sweep {sweep.pk} has nothing to resume: every run of it has ended (done, crashed, failed or "
-                f"skipped); re-run a run to measure it again")
+        return (f"sweep {sweep.pk} has nothing to resume: every run of it has ended (done, skipped, or failed or "
+                f"crashed for a reason of its configuration); re-run a run to measure it again")
     if sweep.status == SweepStatus.CANCELLED or workers_restarted:
         return ""
     stale_before = now - stale_after()
@@ -193,28 +218,52 @@ def _enqueue(sweep, run_ids):
     """After commit (a worker must find the runs queued): on one host, one `runs.execute_run`
     task per run on its queue, in sweepcore.gpus.send_order (packed: largest TP first); on
     several, one `runs.take_run` token per run, spread over their queues (the token's
-    worker takes whichever run fits its host: runs.worker.store.run_to_take)."""
+    worker takes whichever run fits its host: runs.worker.store.run_to_take). The runs'
+    `sent_at` is now. A broker that cannot be reached is said in each run's timeline, not
+    raised: the sweep is stored, and the workers' periodic check sends the runs again."""
     hosts = host_names(sweep.spec, sweep.host.name)
     packing = ((sweep.spec or {}).get("options") or {}).get("packing", EXCLUSIVE)
     if packing != EXCLUSIVE:
         tps = dict(Run.objects.filter(pk__in=run_ids).values_list("id", "tp"))
         run_ids = [run_id for run_id, _ in send_order([(run_id, tps.get(run_id, 1)) for run_id in run_ids], packing)]
     sweep_id = sweep.pk
+    Run.objects.filter(pk__in=run_ids).update(sent_at=timezone.now())
 
     def send():
-        for i, run_id in enumerate(run_ids):
-            if len(hosts) == 1:
-                send_to_host(EXECUTE_RUN, hosts[0], run_id=run_id)
-            else:
-                send_to_host(TAKE_RUN, hosts[i % len(hosts)], sweep_id=sweep_id, host=hosts[i % len(hosts)])
+        try:
+            for i, run_id in enumerate(run_ids):
+                if len(hosts) == 1:
+                    send_to_host(EXECUTE_RUN, hosts[0], run_id=run_id)
+                else:
+                    send_to_host(TAKE_RUN, hosts[i % len(hosts)], sweep_id=sweep_id, host=hosts[i % len(hosts)])
+        except BROKER_ERRORS as exc:
+            log.error("sweep %s: its runs could not be sent to %s: %s", sweep_id, queued_on(sweep), exc)
+            now = timezone.now()
+            RunEvent.objects.bulk_create(
+                RunEvent(run_id=run_id, at=now, kind=RunEventKind.QUEUED,
+                         message=f"could not be sent to {queued_on(sweep)} ({exc.__class__.__name__}: {exc}); a "
+                                 f"worker's periodic check sends it again once the broker answers")
+                for run_id in run_ids)
 
     transaction.on_commit(send)
+
+
+def send_run(run_id, sweep_id, spec, sweep_host, here):
+    """Send the task of one queued (or taken-over) run again, now, from a worker of host
+    `here` (runs.worker.watch): `runs.execute_run` on the queue of its sweep's host, or, for
+    a sweep several hosts share, a `runs.take_run` token on `here`'s queue (a live one)."""
+    hosts = host_names(spec, sweep_host)
+    if len(hosts) == 1:
+        send_to_host(EXECUTE_RUN, hosts[0], run_id=run_id)
+        return f"host.{hosts[0]}"
+    send_to_host(TAKE_RUN, here, sweep_id=sweep_id, host=here)
+    return f"host.{here}"
 
 
 def _queue_runs(sweep, runs, message):
     now = timezone.now()
     run_ids = list(runs.values_list("id", flat=True))
-    runs.update(status=RunStatus.QUEUED)
+    runs.update(status=RunStatus.QUEUED, sent_at=None)
     RunEvent.objects.bulk_create(RunEvent(run_id=i, at=now, kind=RunEventKind.QUEUED, message=message) for i in run_ids)
     return run_ids
 
@@ -309,18 +358,24 @@ def resume_sweep(sweep, enqueue=True, workers_restarted=False):
     planned again, the runs it cancelled queued again. A run interrupted mid-way (its
     worker killed, its host rebooted) continues with the points it has not stored; a run
     still driven by a live worker is left to it (the claim refuses a fresh heartbeat).
+    A run that ended failed or crashed for a reason outside its configuration
+    (ended_by_infrastructure) is queued again as it is, its points not measured (not_run)
+    planned again: the new attempt measures only those, never a stored one.
     Refused (SweepStateError, resume_refusal) when that would queue nothing."""
     sweep = Sweep.objects.select_for_update().get(pk=sweep.pk)
-    runs = list(Run.objects.filter(sweep=sweep).only("id", "status", "heartbeat_at").order_by("position", "id"))
+    runs = list(Run.objects.filter(sweep=sweep).only("id", "status", "heartbeat_at", "failure_kind", "failure_cause")
+                .order_by("position", "id"))
     refusal = resume_refusal(sweep, runs, timezone.now(), workers_restarted)
     if refusal:
         raise SweepStateError(refusal)
     unfinished = [r for r in runs if r.status not in FINISHED_RUN]
-    Point.objects.filter(run_id__in=[r.pk for r in unfinished if r.status == RunStatus.CANCELLED],
+    again = [r for r in runs if ended_by_infrastructure(r)]
+    Point.objects.filter(run_id__in=[r.pk for r in unfinished if r.status == RunStatus.CANCELLED] + [r.pk for r in again],
                          status=PointStatus.NOT_RUN).update(status=PointStatus.PLANNED, reason="")
     waiting = Run.objects.filter(pk__in=[r.pk for r in unfinished if r.status not in IN_FLIGHT_RUN])
     in_flight = [r.pk for r in unfinished if r.status in IN_FLIGHT_RUN]
     queued = _queue_runs(sweep, waiting.order_by("position", "id"), "queued again by resume")
+    queued += _queue_again(sweep, again)
     run_ids = sorted(set(queued) | set(in_flight))
     if sweep.status in (SweepStatus.DONE, SweepStatus.CANCELLED):
         sweep.status = SweepStatus.RUNNING if in_flight else SweepStatus.QUEUED
@@ -331,6 +386,22 @@ def resume_sweep(sweep, enqueue=True, workers_restarted=False):
     return run_ids
 
 
+
+
+def _queue_again(sweep, runs):
+    """Queue again runs that ended by an infrastructure failure (ended_by_infrastructure),
+    their failure cleared and said in their timeline. Returns their ids."""
+    now = timezone.now()
+    RunEvent.objects.bulk_create(
+        RunEvent(run_id=r.pk, at=now, kind=RunEventKind.RESUMED,
+                 message=f"queued again by resume: it ended {r.status} ({r.failure_kind}: {r.failure_cause[:300]}), "
+                         f"a fault outside its configuration; it measures the points it did not store",
+                 data={"ended": r.status, "failure_kind": r.failure_kind})
+        for r in runs)
+    Run.objects.filter(pk__in=[r.pk for r in runs]).update(failure_kind="", failure_cause="", failure_log="",
+                                                            finished_at=None)
+    return _queue_runs(sweep, Run.objects.filter(pk__in=[r.pk for r in runs]).order_by("position", "id"),
+                       "queued again by resume")
 
 
 def queue_new_attempts(runs, message):

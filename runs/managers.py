@@ -25,13 +25,17 @@ class RunManager(models.Manager):
     def claim(self, run_id, worker_id, now, stale_before, host_id):
         """Take run `run_id` for `worker_id` with one conditional UPDATE, so that only one
         of two workers can succeed: a queued run, or an in-flight one whose heartbeat is
-        older than `stale_before` (its worker died). A cancelled sweep's runs are never
+        older than `stale_before` (its worker died) or whose claim is `worker_id`'s own (a
+        claim tried again after its connection dropped, or a run this worker left when the
+        database went away: nobody else drives it). A cancelled sweep's runs are never
         taken. The run is then driven on host `host_id`. Returns whether the claim succeeded."""
+        in_flight = [RunStatus.STARTING, RunStatus.RUNNING]
         taken = (
             self.filter(pk=run_id)
             .filter(
                 Q(status=RunStatus.QUEUED)
-                | Q(status__in=[RunStatus.STARTING, RunStatus.RUNNING], heartbeat_at__lt=stale_before)
+                | Q(status__in=in_flight, heartbeat_at__lt=stale_before)
+                | Q(status__in=in_flight, claimed_by=worker_id)
             )
             .exclude(sweep__status=SweepStatus.CANCELLED)
             .update(status=RunStatus.STARTING, claimed_by=worker_id, claimed_at=now, heartbeat_at=now,

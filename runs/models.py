@@ -84,6 +84,9 @@ class Run(Curated):
     claimed_by = models.CharField(max_length=200, blank=True)
     claimed_at = models.DateTimeField(null=True, blank=True)
     heartbeat_at = models.DateTimeField(null=True, blank=True)
+    # When its task was last sent to a host queue (None: queued and held back, not sent):
+    # a queued run nobody claims long after is sent again (runs.worker.watch).
+    sent_at = models.DateTimeField(null=True, blank=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)

@@ -51,6 +51,23 @@ class FailureKind(LabelledStrEnum):
     PREFLIGHT = "preflight", "Preflight check failed"
     STARTUP_TIMEOUT = "startup_timeout", "Not ready in time"
     HUNG = "hung", "Server stopped responding"
+    DISK_FULL = "disk_full", "No space left on disk"
+    INTERNAL = "internal", "Sweeplab internal error"
+
+
+#: The failure kinds whose cause lies outside the run's configuration (method, parameters,
+#: TP): the machine or Sweeplab itself, not what was measured. A run that ended ``failed``
+#: or ``crashed`` with one of these is worth measuring again as it is, so resume queues it
+#: again (runs.lifecycle.resume_sweep) and it goes on with the points it has not stored:
+#: a fault of Sweeplab or of what it stands on (``internal``: an exception of its own,
+#: a database or broker it could not reach), a full disk, a server that stopped answering
+#: (``hung``: stopped, swapped out, its host overloaded), a model path gone (a reboot
+#: empties ``/dev/shm``). Every other kind says something about the configuration on
+#: that engine and GPU (a crash signature, a flag refused, a start-up too slow, a kill),
+#: and stays as it ended: a curator re-runs it (a new attempt) where that is wanted.
+INFRASTRUCTURE_FAILURES = frozenset({
+    FailureKind.INTERNAL, FailureKind.DISK_FULL, FailureKind.HUNG, FailureKind.MODEL_MISSING,
+})
 
 
 class SweepStatus(LabelledStrEnum):

@@ -218,13 +218,19 @@ def group_members(pgid):
 
 
 def kill_leftover(pid, argv):
-    """Kill the process group of `pid` if that process still runs `argv` (a server a dead
-    worker launched; a recycled pid runs something else). Returns whether it did."""
+    """Kill the process group of `pid` (a server a dead worker launched: its own group,
+    `pid` its id) if that process still runs `argv` (a recycled pid runs something else),
+    or, the server itself gone, if processes of its group live on (the workers it forked:
+    Linux hands out no pid still in use as a group id, so they are the server's). Returns
+    whether it did."""
     try:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
     except OSError:
-        return False
-    if not argv or [a.decode() for a in cmdline if a][: len(argv)] != list(argv):
+        cmdline = None
+    if cmdline is None:
+        if not group_members(pid):
+            return False
+    elif not argv or [a.decode() for a in cmdline if a][: len(argv)] != list(argv):
         return False
     try:
         os.killpg(pid, signal.SIGKILL)

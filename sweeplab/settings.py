@@ -249,7 +249,15 @@ CELERY_TASK_REJECT_ON_WORKER_LOST = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_TASK_DEFAULT_QUEUE = "default"
 CELERY_TASK_IGNORE_RESULT = True
+# A broker that goes away (Redis restarted) is waited for, at start-up and later, for ever:
+# the consumer reconnects and the runs in flight go on meanwhile. Tasks lost with a broker
+# kept in memory only are sent again by the workers' periodic check (runs.worker.watch).
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_BROKER_CONNECTION_RETRY = True
+CELERY_BROKER_CONNECTION_MAX_RETRIES = None
+# A run in flight when the broker connection drops goes on (Celery 6 would cancel it): its
+# claim and heartbeat, not the broker, say who drives it.
+CELERY_WORKER_CANCEL_LONG_RUNNING_TASKS_ON_CONNECTION_LOSS = False
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 
 

@@ -1,10 +1,13 @@
 """What a sweep's waiting runs wait for, in one sentence (the sweep page's live partial and
 progress.json): the sweep it is held behind (runs.lifecycle.start_after), the other sweeps
 whose runs hold its host (their GPU leases, their claims, or their tasks ahead of its own in
-the host's queue), and a host none of whose workers has been seen lately.
+the host's queue), a run whose worker stopped heartbeating (a live worker's periodic check
+takes it over), and a host none of whose workers has been seen lately (each live worker
+records itself every few seconds: runs.worker.watch).
 
 Read only while the sweep is queued or running with runs still queued (or claimed and
-waiting for GPUs another sweep holds): a handful of queries, whatever the number of runs."""
+waiting for GPUs another sweep holds, or claimed by a worker that stopped heartbeating): a
+handful of queries, whatever the number of runs."""
 
 from django.db.models import Max, Q
 from django.utils import timezone
@@ -45,9 +48,11 @@ def waiting_sentence(sweep, runs, now=None):
     queued = sum(r.status == RunStatus.QUEUED for r in runs)
     # Claimed, and before its server runs: it may be waiting for GPUs (it leases them first).
     starting = {r.pk for r in runs if r.status == RunStatus.STARTING}
-    if not queued and not starting:
-        return None
     now = now or timezone.now()
+    stale_before = now - stale_after()
+    orphaned = [r for r in runs if r.status in IN_FLIGHT and r.heartbeat_at is not None and r.heartbeat_at < stale_before]
+    if not queued and not starting and not orphaned:
+        return None
     hosts = host_names(sweep.spec, sweep.host.name)
     last_queued = None
     if queued:
@@ -69,8 +74,22 @@ def waiting_sentence(sweep, runs, now=None):
             behind = _behind(sweep, hosts, {run_id for run_id, _ in leases}, queued_at)
             if behind:
                 sentences.append(_behind_sentence(sweep, behind, queued + starved))
-    sentences += _missing_workers(hosts, now, queued_at) if queued else []
+    if orphaned:
+        sentences.append(_orphaned_sentence(orphaned, hosts))
+        queued_at = min([queued_at] + [r.heartbeat_at for r in orphaned]) if queued else min(r.heartbeat_at for r in orphaned)
+    sentences += _missing_workers(hosts, now, queued_at) if queued or orphaned else []
     return " ".join(sentences) or None
+
+
+def _orphaned_sentence(runs, hosts):
+    """Runs whose worker stopped heartbeating: the next live worker takes them over."""
+    last = max(r.heartbeat_at for r in runs)
+    at = f"{timezone.localtime(last):%Y-%m-%d %H:%M:%S}"
+    if len(runs) == 1:
+        return (f"Run {runs[0].config_label}: its worker stopped heartbeating at {at}; the next live worker of "
+                f"{_hosts(hosts)} takes it over.")
+    return (f"{len(runs)} runs' workers stopped heartbeating (the last at {at}); the next live worker of "
+            f"{_hosts(hosts)} takes them over.")
 
 
 def _held_behind(last_queued):

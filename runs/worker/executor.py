@@ -11,6 +11,7 @@ deterministic signature quarantines the configuration (KnownFailure). Points alr
 stored are never measured again: a resumed run continues with the points it has not stored.
 """
 
+import errno
 import logging
 import os
 import socket
@@ -27,6 +28,8 @@ from django.utils import timezone
 from benchmarks.models import FailureKind, SweepStatus, WorkloadKind
 from runs.lifecycle import CANCELLED_POINT_REASON, refresh_sweep_status
 from runs.models import PointStatus, RunEventKind, RunStatus
+from runs.worker import dbretry
+from runs.worker.dbretry import DB_ERRORS, Stopped, call_with_retry, reconnect
 from runs.worker.store import ClaimLost, RunStore, heartbeat_interval
 from sweepcore import (
     capacity,
@@ -64,6 +67,9 @@ GPU_LEASE_POLL_S = float(os.environ.get("SWEEPLAB_GPU_LEASE_POLL_S", 1))
 PORT_ATTEMPTS = 3
 # Measurements in all of a capacity probe the verdicts call invalid.
 INVALID_PROBE_ATTEMPTS = 2
+# Seconds a teardown's timeline event, or the giving back of its GPUs, is tried while the
+# database is away (then logged; stale leases are taken back by the next run that needs them).
+NOTE_RETRY_S = 10.0
 
 CONNECTION_ERRORS = {RequestErrorKind.CONNECTION_REFUSED, RequestErrorKind.CONNECTION_LOST_MID_STREAM}
 TIMEOUT_ERRORS = {RequestErrorKind.TIMEOUT_FIRST_TOKEN, RequestErrorKind.TIMEOUT_STALL, RequestErrorKind.TIMEOUT_TOTAL}
@@ -110,6 +116,16 @@ def point_status(results, server_alive):
     if not results or not sum(r.output_tokens for r in results):
         return PointStatus.FAILED, "no output tokens"
     return PointStatus.OK, ""
+
+
+def internal_failure(exc):
+    """(failure kind, cause) of an exception of Sweeplab's own that ended a run: a full
+    disk says so and where, anything else is an internal error. Both are
+    sweepcore.kinds.INFRASTRUCTURE_FAILURES: resume measures the run's remaining points."""
+    if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
+        where = f" on {exc.filename}" if exc.filename else ""
+        return FailureKind.DISK_FULL, f"no space left{where}: {exc.strerror or exc}"
+    return FailureKind.INTERNAL, f"Sweeplab internal error: {exc.__class__.__name__}: {exc}"
 
 
 def measured_window(results):
@@ -288,6 +304,7 @@ class RunExecutor:
         self.sampler = None
         self.metrics_unreadable = False  # said once per run
         self.leased = []  # the GPUs of the host this run holds (RunStore.lease_gpus)
+        self.db_gone = False  # the database stayed unreachable: nothing more is written
 
     # claim and heartbeat -------------------------------------------------------------
 
@@ -296,22 +313,37 @@ class RunExecutor:
             log.info("run %s is not ours to take (finished, cancelled or claimed by a live worker)", self.run_id)
             return False
         self.run = self.store.run
-        previous = self.run.pid
         self.store.event(RunEventKind.CLAIMED, f"claimed by {self.worker_id}")
-        # A takeover: the previous worker died, its server may live on (on this host only:
-        # a pid of another host means nothing here).
-        same_host = self.store.previous_host_id in (None, self.run.host_id)
-        if previous and same_host and kill_leftover(previous, self.run.argv):
-            self.store.event(RunEventKind.RESUMED, f"killed the server (pid {previous}) left by the previous worker")
-        elif not same_host:
-            self.store.event(RunEventKind.RESUMED, f"taken over on host {self.run.host.name} from another host, "
-                                                   f"whose worker stopped heartbeating",
+        before = self.store.previous
+        if before.get("status") in (RunStatus.STARTING, RunStatus.RUNNING):
+            self.store.event(RunEventKind.RESUMED, self.takeover_words(before), previous_worker=before["claimed_by"],
                              previous_host=self.store.previous_host_id)
         # Its earlier leases went with that server: this worker leases again.
         self.store.take_back_leases(f"taken over by {self.worker_id}")
         return True
 
+    def takeover_words(self, before):
+        """A takeover of a run whose worker stopped heartbeating, in words; its server, left
+        running (on this host only: a pid of another host means nothing here), is killed."""
+        beat = before.get("heartbeat_at")
+        when = f" at {timezone.localtime(beat):%Y-%m-%d %H:%M:%S}" if beat else ""
+        worker = before.get("claimed_by") or "?"
+        if self.store.previous_host_id not in (None, self.run.host_id):
+            return (f"taken over on host {self.run.host.name} from another host, whose worker {worker} stopped "
+                    f"heartbeating{when}")
+        words = f"taken over: its worker {worker} stopped heartbeating{when}"
+        pid = before.get("pid")
+        if not pid:
+            return words + "; it had no server running"
+        if kill_leftover(pid, before.get("argv") or self.run.argv):
+            return f"{words}; its server (pgid {pid}) was killed"
+        return f"{words}; its server (pgid {pid}) had already exited"
+
     def start_heartbeat(self):
+        """A thread that renews the claim every heartbeat_interval() until stopped, or until
+        another worker has taken the run over (`lost`). It outlives a database that goes
+        away: each beat is tried again (dbretry) until it goes through or the thread is
+        stopped, and whatever goes wrong is logged, never the end of the thread."""
         stop = threading.Event()
         lost = threading.Event()
         interval = heartbeat_interval()
@@ -319,7 +351,18 @@ class RunExecutor:
         def beat():
             try:
                 while not stop.wait(interval):
-                    if not self.store.heartbeat():
+                    try:
+                        # Tried every second at most: once the database is back, the first
+                        # beat must come before a live worker's check takes the run for dead.
+                        ours = call_with_retry(self.store.heartbeat, what=f"the heartbeat of run {self.run_id}",
+                                               stop=stop, longest_pause_s=1.0)
+                    except Stopped:
+                        return
+                    except Exception:  # noqa: BLE001 - the next beat tries again
+                        log.exception("run %s: a heartbeat failed; trying again in %g s", self.run_id, interval)
+                        reconnect()
+                        continue
+                    if not ours:
                         lost.set()
                         return
             finally:
@@ -358,10 +401,37 @@ class RunExecutor:
     # the run ---------------------------------------------------------------------------
 
     def execute(self):
+        """Drive the claimed run to its end; its final status, or None when another worker
+        took it over. Where the database stays unreachable past dbretry's budget, the run is
+        left as it is (in flight, its points not stored still planned): its server is torn
+        down, its heartbeat stopped first, the sweep left alone, and the error raised (the
+        task is tried again); once the database is back the run is taken over, by this
+        worker or another, and the point in flight is measured again."""
         run, store = self.run, self.store
         if run.sweep.status == SweepStatus.QUEUED:
             store.mark_sweep_running()
         self.start_heartbeat()
+        ended = False  # how the run ended (or that it was lost) is in the database
+        try:
+            status = self.drive()
+            ended = True
+            return status
+        except DB_ERRORS:
+            self.db_gone = True
+            log.error("run %s: the database stayed unreachable; stopping here and leaving the run to be taken "
+                      "over once it is back", self.run_id)
+            self.stop_heartbeat()  # first: a beat now would make the run look driven
+            raise
+        finally:
+            self.teardown()
+            self.give_back_gpus()
+            self.stop_heartbeat()
+            if ended:  # never on a failed write: the sweep is not finished by a run still in flight
+                call_with_retry(refresh_sweep_status, run.sweep_id, what=f"the status of sweep {run.sweep_id}")
+
+    def drive(self):
+        """The run from its GPU lease to its end (execute's body)."""
+        run, store = self.run, self.store
         attempts = 1 + int(self.options.get("retries", 0))
         try:
             self.lease_gpus()
@@ -383,23 +453,42 @@ class RunExecutor:
             return self.end_unless_lost(self.cancelled)
         except ClaimLost:
             return self.lost()
+        except DB_ERRORS:
+            raise  # execute leaves the run in flight, to be taken over
         except Exception as exc:
             log.exception("run %s: internal error", self.run_id)
-            cause = f"Sweeplab internal error: {exc.__class__.__name__}: {exc}"
-            return self.end_unless_lost(lambda: store.fail_internally(cause))
-        finally:
-            self.teardown()
-            if self.leased and store.release_gpus("teardown"):
-                store.event(RunEventKind.TEARDOWN, f"GPU(s) {gpus.visible_devices(self.leased)} given back")
-            self.stop_heartbeat()
-            refresh_sweep_status(run.sweep_id)
+            kind, cause = internal_failure(exc)
+            return self.end_unless_lost(lambda: store.fail_internally(kind, cause))
 
     def cancelled(self):
         """Stopped at a point boundary: the points not reached are not_run (resume plans them again)."""
-        with self.store.owned():
-            self.store.event(RunEventKind.CANCELLED, "the sweep was cancelled; stopped at a point boundary")
-            self.store.points_not_run(CANCELLED_POINT_REASON)
-            self.store.finish(RunStatus.CANCELLED)
+        self.store.finish_cancelled(CANCELLED_POINT_REASON)
+
+    def give_back_gpus(self):
+        """At the end of the run: the GPUs it leased are free again. Not while the database is
+        gone: they are taken back once the run's heartbeat is stale (take_back_gpus)."""
+        if not self.leased or self.db_gone:
+            return
+        try:
+            with dbretry.budget(NOTE_RETRY_S):
+                released = self.store.release_gpus("teardown")
+            if released:
+                self.note(RunEventKind.TEARDOWN, f"GPU(s) {gpus.visible_devices(self.leased)} given back")
+        except DB_ERRORS:
+            log.error("run %s: its GPU leases could not be given back (the database is unreachable); they are "
+                      "taken back once its heartbeat is stale", self.run_id)
+
+    def note(self, kind, message, **data):
+        """A timeline event of the teardown: written while the database answers, logged
+        otherwise (the server is torn down whatever the database does)."""
+        if not self.db_gone:
+            try:
+                with dbretry.budget(NOTE_RETRY_S):
+                    self.store.event(kind, message, **data)
+                return
+            except DB_ERRORS:
+                pass
+        log.warning("run %s: %s (not in its timeline: the database is unreachable)", self.run_id, message)
 
     def end_unless_lost(self, end):
         """Call `end` (which records how the run ended); the run's status then, or None when
@@ -457,9 +546,7 @@ class RunExecutor:
                 return self.retry(failure, attempt)
             self.quarantine(failure)
             return "crashed"
-        with store.owned():
-            store.event(RunEventKind.FINISHED, "all points measured")
-            store.finish(RunStatus.DONE)
+        store.finish_measured()
         return "done"
 
     def retry(self, failure, attempt):
@@ -808,7 +895,7 @@ class RunExecutor:
                     if note:
                         self.store.event(RunEventKind.CACHE_RESET, note, point=point.pk)
                 if not self.apply_context_cap([point]):
-                    point.refresh_from_db()
+                    self.store.reload(point)
                     probes.append(capacity.Probe(load=load, meets_slo=False, goodput=None, output_throughput=None))
                     continue
                 self.measure_probe(point)
@@ -827,7 +914,7 @@ class RunExecutor:
         number must not set the capacity, and one that stays untrusted counts as a miss."""
         for attempt in range(1, INVALID_PROBE_ATTEMPTS + 1):
             self.measure(point)
-            point.refresh_from_db()
+            self.store.reload(point)
             if point.status != PointStatus.OK or point.validity != INVALID or attempt == INVALID_PROBE_ATTEMPTS:
                 return
             why = "; ".join(r["message"] for r in point.validity_reasons)[:300]
@@ -1086,27 +1173,28 @@ class RunExecutor:
     # teardown ----------------------------------------------------------------------------
 
     def teardown(self):
+        """Stop the telemetry and the server (its process group), then say how: the server
+        goes whatever the database does (`note`)."""
         if self.sampler is not None:
             self.sampler.stop()
             if self.sampler.error:
-                self.store.event(RunEventKind.TELEMETRY_UNAVAILABLE, f"telemetry stopped: {self.sampler.error}")
+                self.note(RunEventKind.TELEMETRY_UNAVAILABLE, f"telemetry stopped: {self.sampler.error}")
             self.sampler = None
         server, self.server = self.server, None
         if server is None:
             return
         how = server.process.stop()
-        self.store.event(RunEventKind.TEARDOWN, f"server {how} (exit status {server.process.returncode})")
+        self.note(RunEventKind.TEARDOWN, f"server {how} (exit status {server.process.returncode})")
         left = server.process.leftovers()
         if left:
             listed = ", ".join(f"pid {pid} ({name})" for pid, name in left)
-            self.store.event(RunEventKind.TEARDOWN, f"processes of the server's group still alive after SIGKILL: {listed}")
+            self.note(RunEventKind.TEARDOWN, f"processes of the server's group still alive after SIGKILL: {listed}")
         if server.gpus:
             try:
                 left = telemetry.wait_released(server.gpus, GPU_RELEASE_TIMEOUT_S)
             except telemetry.NvmlUnavailable as exc:
                 left = None
-                self.store.event(RunEventKind.GPU_LEAK, f"could not check that the GPUs were released: {exc}")
+                self.note(RunEventKind.GPU_LEAK, f"could not check that the GPUs were released: {exc}")
             if left:
                 listed = ", ".join(f"pid {p.pid} on GPU {p.gpu_index}" for p in left)
-                self.store.event(RunEventKind.GPU_LEAK,
-                                 f"GPU memory still held {GPU_RELEASE_TIMEOUT_S}s after teardown: {listed}")
+                self.note(RunEventKind.GPU_LEAK, f"GPU memory still held {GPU_RELEASE_TIMEOUT_S}s after teardown: {listed}")

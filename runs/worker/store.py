@@ -3,7 +3,10 @@
 quarantine of a configuration that failed deterministically.
 
 Every write is idempotent or guarded by the claim, so a redelivered task or a resumed run
-never measures a stored point again nor stores it twice."""
+never measures a stored point again nor stores it twice. Every call goes through
+runs.worker.dbretry (`retrying`): a database restarted under a run costs it a pause, not
+the run; each write is one transaction, tried again as a whole, so a point is stored
+whole or not at all."""
 
 import json
 import os
@@ -14,8 +17,9 @@ from django.db import IntegrityError, connection, models, transaction
 from django.db.models import F
 from django.utils import timezone
 
-from benchmarks.models import FailureKind, Host, KnownFailure, Sweep, SweepStatus, Workload
+from benchmarks.models import Host, KnownFailure, Sweep, SweepStatus, Workload
 from runs.managers import stale_after
+from runs.worker.dbretry import retrying
 from runs.models import (
     GpuLease,
     Point,
@@ -55,6 +59,7 @@ class ClaimLost(Exception):
     would write is no longer its to write."""
 
 
+@retrying
 def seconds_until_stale(run_id):
     """For a run claimed by a worker that may have died: how long until its heartbeat is
     stale enough to take over. None when there is nothing to wait for."""
@@ -65,6 +70,7 @@ def seconds_until_stale(run_id):
     return max(1.0, left + 1.0)
 
 
+@retrying
 def record_host_heartbeat(host_id, worker_name):
     """A worker consuming the host's queue is alive."""
     Host.objects.filter(pk=host_id).update(last_heartbeat_at=timezone.now(), last_worker=worker_name)
@@ -158,16 +164,23 @@ class RunStore:
         self.worker_id = worker_id
         self.host_id = host_id  # where it runs: one of its sweep's hosts (None: the sweep's own)
         self.previous_host_id = None  # where it ran before this claim (a takeover), if anywhere
+        self.previous = {}  # the claim this one replaced: claimed_by, heartbeat_at, status, pid, argv
         self.run = None
         self._owning = False  # inside an `owned` block
 
     # claim and heartbeat -------------------------------------------------------------
 
+    @retrying
     def claim(self):
-        """Take the run (see RunManager.claim). Returns whether it is ours."""
+        """Take the run (see RunManager.claim). Returns whether it is ours. Tried again
+        whole after a dropped connection: a claim that committed before the connection
+        dropped is this worker's own, which the claim takes again."""
         now = timezone.now()
-        before = Run.objects.filter(pk=self.run_id).values("sweep__host_id", "host_id").first() or {}
-        self.previous_host_id = before.get("host_id")
+        before = Run.objects.filter(pk=self.run_id).values(
+            "sweep__host_id", "host_id", "claimed_by", "heartbeat_at", "status", "pid", "argv").first() or {}
+        if before.get("claimed_by") != self.worker_id:
+            self.previous_host_id = before.get("host_id")
+            self.previous = {key: before.get(key) for key in ("claimed_by", "heartbeat_at", "status", "pid", "argv")}
         host_id = self.host_id or before.get("sweep__host_id")
         if not Run.objects.claim(self.run_id, self.worker_id, now, now - stale_after(), host_id):
             return False
@@ -181,6 +194,7 @@ class RunStore:
 
     # GPU leases ----------------------------------------------------------------------------
 
+    @retrying
     def lease_gpus(self, count, groups=()):
         """Lease `count` GPUs of the run's host for the run (sweepcore.gpus.choose picks them,
         inside one of the host's fast-interconnect `groups` where it reported them) when it
@@ -210,6 +224,7 @@ class RunStore:
             return LeaseAnswer(None, held, taken_back)
         return LeaseAnswer(chosen, held, taken_back)
 
+    @retrying
     def co_runs(self, start, end):
         """The other runs that held GPUs of this run's host at some moment between `start`
         and `end` (sorted ids): what shared the host with a point measured then."""
@@ -218,12 +233,14 @@ class RunStore:
                        .exclude(run_id=self.run_id))
         return sorted(set(overlapping.values_list("run_id", flat=True)))
 
+    @retrying
     def release_gpus(self, reason):
         """Give back the GPUs this worker leased for the run; returns how many leases were
         live. (A worker taken for dead gives back only its own, never the new owner's.)"""
         return GpuLease.objects.filter(run_id=self.run_id, worker=self.worker_id, released_at__isnull=True).update(
             released_at=timezone.now(), release_reason=reason[:300])
 
+    @retrying
     def take_back_leases(self, reason):
         """At a takeover: give back the GPUs the run's previous worker leased (they went with
         its server); returns how many."""
@@ -231,9 +248,11 @@ class RunStore:
                 .update(released_at=timezone.now(), release_reason=reason[:300]))
 
     def heartbeat(self):
-        """Renew the claim; False once another worker has taken the run over."""
+        """Renew the claim; False once another worker has taken the run over. (Called
+        from the heartbeat thread through dbretry.call_with_retry, which its stop ends.)"""
         return Run.objects.heartbeat(self.run_id, self.worker_id, timezone.now())
 
+    @retrying
     def touch(self):
         """A sign of life between points, from the executor's own thread; raises ClaimLost
         once another worker has taken the run over."""
@@ -264,26 +283,31 @@ class RunStore:
         """The heartbeat thread's database connection, closed when the thread ends."""
         connection.close()
 
+    @retrying
     def sweep_cancelled(self):
         sweep = self.run.sweep
         sweep.refresh_from_db(fields=["status"])
         return sweep.status == SweepStatus.CANCELLED
 
+    @retrying
     def mark_sweep_running(self):
         """The run's sweep is running once one of its runs starts."""
         Sweep.objects.filter(pk=self.run.sweep_id, status=SweepStatus.QUEUED).update(status=SweepStatus.RUNNING)
 
     # the run ---------------------------------------------------------------------------
 
+    @retrying
     def event(self, kind, message="", **data):
         RunEvent.objects.create(run_id=self.run_id, at=timezone.now(), kind=kind, message=message, data=data)
 
+    @retrying
     def set_run(self, **fields):
         with self.owned():
             for key, value in fields.items():
                 setattr(self.run, key, value)
             self.run.save(update_fields=list(fields))
 
+    @retrying
     def set_server_facts(self, limits, engine_version, server_info):
         """What the running server said about itself."""
         self.set_run(
@@ -293,9 +317,11 @@ class RunStore:
             server_info=jsonable(server_info),
         )
 
+    @retrying
     def finish(self, status, **fields):
         self.set_run(status=status, finished_at=timezone.now(), **fields)
 
+    @retrying
     def finish_unstarted(self, status, kind, cause, point_reason, failure=None):
         """The run ends before measuring anything more: its planned points are not_run."""
         with self.owned():
@@ -303,13 +329,38 @@ class RunStore:
             self.finish(status, failure_kind=kind, failure_cause=cause,
                         failure_log="\n".join(failure.lines) if failure else "")
 
-    def fail_internally(self, cause):
-        """A fault of Sweeplab's own, not the server's: say so, keep what was stored."""
+    @retrying
+    def fail_internally(self, kind, cause):
+        """A fault of Sweeplab's own or of the machine (`kind`: one of
+        sweepcore.kinds.INFRASTRUCTURE_FAILURES), not the server's: say so, keep what was
+        stored (resume measures the rest)."""
         with self.owned():
             self.event(RunEventKind.FINISHED, cause)
             self.points_not_run(cause)
-            self.finish(RunStatus.FAILED, failure_kind=FailureKind.UNKNOWN, failure_cause=cause)
+            self.finish(RunStatus.FAILED, failure_kind=kind, failure_cause=cause)
 
+    @retrying
+    def finish_measured(self):
+        """Every point measured: the run is done."""
+        with self.owned():
+            self.event(RunEventKind.FINISHED, "all points measured")
+            self.finish(RunStatus.DONE)
+
+    @retrying
+    def finish_cancelled(self, point_reason):
+        """Stopped at a point boundary by a cancel: the points not reached are not_run."""
+        with self.owned():
+            self.event(RunEventKind.CANCELLED, "the sweep was cancelled; stopped at a point boundary")
+            self.points_not_run(point_reason)
+            self.finish(RunStatus.CANCELLED)
+
+    @staticmethod
+    @retrying
+    def reload(point):
+        """`point` read again from the database."""
+        point.refresh_from_db()
+
+    @retrying
     def record_crash(self, point, where, failure):
         """The server died: the point in flight (if any) is crashed, the rest not_run,
         the run crashed."""
@@ -331,6 +382,7 @@ class RunStore:
             self.finish(RunStatus.CRASHED, failure_kind=failure.kind, failure_cause=cause,
                         failure_log="\n".join(failure.lines))
 
+    @retrying
     def prepare_retry(self):
         """Another launch measures again what the last one crashed in or never reached: those
         points are planned again, without the verdict or the server's view of the last try."""
@@ -349,6 +401,21 @@ class RunStore:
             "engine_kind": sweep.engine.kind, "llm": sweep.llm, "method": run.method,
             "params_key": run.params_key, "tp": run.tp, "compute_capability": self.host.compute_capability,
         }
+        kf = self.count_known_failure(key, failure, now)
+        self.set_run(known_failure=kf)
+        self.event(
+            RunEventKind.QUARANTINED,
+            f"{run.config_label} on compute capability {self.host.compute_capability or 'cpu'} is quarantined: "
+            f"{failure.signature}",
+            known_failure=kf.pk,
+        )
+        return kf
+
+    @retrying
+    def count_known_failure(self, key, failure, now):
+        """The KnownFailure of `key` (engine kind, model, configuration, GPU kind), created
+        or counted once more, in one transaction."""
+        run = self.run
         with transaction.atomic():
             kf, created = KnownFailure.objects.select_for_update().get_or_create(
                 **key,
@@ -360,17 +427,11 @@ class RunStore:
                     seen_count=F("seen_count") + 1, last_seen_at=now, failure_kind=failure.kind,
                     signature=failure.signature, active=True,
                 )
-        self.set_run(known_failure=kf)
-        self.event(
-            RunEventKind.QUARANTINED,
-            f"{run.config_label} on compute capability {self.host.compute_capability or 'cpu'} is quarantined: "
-            f"{failure.signature}",
-            known_failure=kf.pk,
-        )
         return kf
 
     # points ------------------------------------------------------------------------------
 
+    @retrying
     def pending_points(self):
         """The planned points still to measure, in plan order (a resumed run skips stored
         ones; a capacity search's probes are the search's to pick up)."""
@@ -383,14 +444,17 @@ class RunStore:
     # the capacity search's probes ------------------------------------------------------
 
     @staticmethod
+    @retrying
     def point_template(workload_name, prompt_tokens, max_new_tokens):
         """An unsaved point of the search's series: what the warmup's prompt is built for."""
         return Point(workload=Workload.objects.get(name=workload_name), prompt_tokens=prompt_tokens,
                      max_new_tokens=max_new_tokens, concurrency=1)
 
+    @retrying
     def search_points(self):
         return list(Point.objects.filter(run_id=self.run_id, from_search=True).order_by("position"))
 
+    @retrying
     def probe_point(self, template, metric, load, spec):
         """The point of one probe at `load` (a request rate or a concurrency), created
         after the run's last point, or the one a previous try left unmeasured."""
@@ -409,6 +473,7 @@ class RunStore:
             )
         return Point.objects.select_related("workload").get(pk=point.pk)
 
+    @retrying
     def invalid_probe_loads(self, metric):
         """The loads of the search's measured probes whose verdict is invalid, ascending."""
         points = Point.objects.filter(run_id=self.run_id, from_search=True, status=PointStatus.OK,
@@ -416,6 +481,7 @@ class RunStore:
         field = "request_rate" if metric == "request_rate" else "concurrency"
         return sorted(points.values_list(field, flat=True))
 
+    @retrying
     def search_point_at(self, metric, load):
         """The measured probe at `load`, or None."""
         points = Point.objects.filter(run_id=self.run_id, from_search=True)
@@ -425,16 +491,19 @@ class RunStore:
             points = points.filter(concurrency=int(load), request_rate__isnull=True)
         return points.order_by("position").first()
 
+    @retrying
     def points_not_run(self, reason):
         with self.owned():
             Point.objects.filter(run_id=self.run_id, status=PointStatus.PLANNED).update(
                 status=PointStatus.NOT_RUN, reason=reason
             )
 
+    @retrying
     def skip_point(self, point, reason):
         with self.owned():
             Point.objects.filter(pk=point.pk).update(status=PointStatus.SKIPPED, reason=reason)
 
+    @retrying
     def store_point(self, point, status, reason, started, result, summary, prompt_tokens=None, evidence=None,
                     server_metrics=None, slo_outcome=None):
         """Upsert the measured point with its metrics (`summary`: what sweepcore.metrics
@@ -483,6 +552,7 @@ class RunStore:
 
     # telemetry ---------------------------------------------------------------------------
 
+    @retrying
     def save_telemetry(self, samples):
         """A sweepcore.telemetry.Sampler's sink (called from its thread)."""
         TelemetrySample.objects.bulk_create(

@@ -77,7 +77,7 @@ def test_a_killed_workers_gpus_go_to_another_worker_once_its_heartbeat_is_stale(
     from datetime import timedelta
 
     from tests.e2e.processes import wait_for
-    from tests.e2e.test_sweep_worker import resume_once_stale
+    from tests.e2e.test_sweep_worker import TAKEOVER_ENV
 
     fast_engine(0.05)
     spec = validate({
@@ -88,7 +88,7 @@ def test_a_killed_workers_gpus_go_to_another_worker_once_its_heartbeat_is_stale(
     }, load_catalog())
     sweep, _ = create_sweep(spec)
     first = Run.objects.get(sweep=sweep, position=0)
-    env = {"SWEEPLAB_STALE_CLAIM_S": "3", "SWEEPLAB_GPU_LEASE_POLL_S": "0.5"}
+    env = {**TAKEOVER_ENV, "SWEEPLAB_GPU_LEASE_POLL_S": "0.5"}
     monkeypatch.setenv("SWEEPLAB_STALE_CLAIM_S", "3")
     with celery_worker(["host.sim-8x-rtxpro6000"], tmp_path / "worker.log", **env) as worker:
         launch_sweep(sweep)
@@ -102,7 +102,7 @@ def test_a_killed_workers_gpus_go_to_another_worker_once_its_heartbeat_is_stale(
 
     log = tmp_path / "worker2.log"
     with celery_worker(["host.sim-8x-rtxpro6000"], log, concurrency=2, **env):
-        resume_once_stale(sweep)
+        # nobody resumes it: the worker's periodic check takes the dead worker's run over
         wait_sweep(sweep, timeout=180, log=log)
     runs = list(Run.objects.filter(sweep=sweep))
     assert {r.status for r in runs} == {"done"}, [(r.status, r.failure_cause) for r in runs]

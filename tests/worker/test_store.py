@@ -4,11 +4,8 @@ point measured again, or planned again after a crash, keeps no view of an earlie
 import pytest
 from django.utils import timezone
 
-from benchmarks.catalog import load_catalog
-from runs.lifecycle import create_sweep, launch_sweep
 from runs.models import Point
-from runs.worker.store import RunStore
-from sweepcore.spec import validate
+from tests.worker.stores import claimed_store
 
 VIEW = {"source": "sglang", "counters": {"prompt_tokens": 120, "generation_tokens": 64},
         "gauges_max": {"requests_running": 1, "requests_waiting": 0, "kv_cache_usage": 0.01, "samples": 3},
@@ -18,16 +15,7 @@ VIEW = {"source": "sglang", "counters": {"prompt_tokens": 120, "generation_token
 @pytest.fixture
 def store(catalog):
     """A claimed run's store and its one planned point."""
-    spec = validate(
-        {"name": "store", "host": "sim-8x-rtxpro6000", "engine": "sglang-sim", "model": "Qwen/Qwen3.6-27B",
-         "tp": [1], "methods": ["autoregressive"], "workloads": ["fibonacci"], "concurrency": [1]},
-        load_catalog(),
-    )
-    sweep, _ = create_sweep(spec)
-    (run_id,) = launch_sweep(sweep, enqueue=False)
-    store = RunStore(run_id, "w:1")
-    assert store.claim()
-    return store
+    return claimed_store("store", concurrency=[1])
 
 
 def test_a_measured_point_keeps_the_server_s_view_and_medians(store):
