@@ -29,6 +29,10 @@ class RequestErrorKind(StrEnum):
     TIMEOUT_TOTAL = "timeout_total"
     EMPTY_RESPONSE = "empty_response"
     CLIENT_ERROR = "client_error"
+    # Still unanswered when another request of its load met a silence limit (timeout_stall,
+    # timeout_first_token): the load stopped and ended it rather than wait on a server
+    # that may be hung (sweepcore.loadgen.runner).
+    STOPPED_AFTER_STALL = "stopped_after_stall"
 
 
 class FailureKind(LabelledStrEnum):
