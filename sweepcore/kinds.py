@@ -55,6 +55,8 @@ class FailureKind(LabelledStrEnum):
     PREFLIGHT = "preflight", "Preflight check failed"
     STARTUP_TIMEOUT = "startup_timeout", "Not ready in time"
     HUNG = "hung", "Server stopped responding"
+    DISK_FULL = "disk_full", "No space left for the server log"
+    LOG_UNWRITABLE = "log_unwritable", "Server log not writable"
 
 
 class SweepStatus(LabelledStrEnum):
