@@ -37,7 +37,9 @@ Fault injection, per request, by a body field ``"stub_fault"`` (top level or ins
 ``sampling_params``): ``in-stream-error`` (2 tokens then ``data: {"error": ...}`` in the
 200 stream), ``http-500``, ``drop`` (3 tokens then the connection is closed
 mid-stream), ``stall`` (2 tokens then silence), ``no-first-token`` (headers then
-silence), ``empty`` (200 stream with no tokens).  Too-long requests (``--context-len``)
+silence), ``empty`` (200 stream with no tokens).  A prompt (or message) that
+contains ``stub_fault=KIND`` injects KIND into that request alone: a load whose body is
+the same for every request can then fault some of them (prompt i goes to request i).  Too-long requests (``--context-len``)
 are answered with the real texts of ``--overflow-style`` sglang|vllm|llamacpp (HTTP 400);
 ``/generate`` always answers SGLang's way: HTTP 200 then an in-stream error.
 
@@ -70,11 +72,19 @@ import signal
 import sys
 import time
 import zlib
+from typing import Callable
 
 _TOKEN_RE = re.compile(r"\w+|[^\w\s]")
 
 
 _LONG_RUN_RE = re.compile(r"\w{9,}")
+_FAULT_IN_PROMPT_RE = re.compile(r"stub_fault=([\w-]+)")
+
+
+def fault_in_prompt(text: str) -> str:
+    """The fault a prompt asks for with ``stub_fault=KIND`` ('' for none)."""
+    found = _FAULT_IN_PROMPT_RE.search(text) if isinstance(text, str) else None
+    return found.group(1) if found else ""
 
 
 def stub_count(text: str) -> int:
@@ -434,7 +444,8 @@ class StubProtocol(asyncio.Protocol):
         fault = body.get("stub_fault") or sp.get("stub_fault") or ""
         if api == "generate":
             max_tokens = int(sp.get("max_new_tokens", 128))
-            n_prompt = len(body["input_ids"]) if "input_ids" in body else o.count_prompt(body.get("text", ""))
+            text = body.get("text", "")
+            n_prompt = len(body["input_ids"]) if "input_ids" in body else o.count_prompt(text)
         else:
             max_tokens = int(body.get("max_tokens") or body.get("max_completion_tokens") or 16)
             if api == "chat":
@@ -442,6 +453,7 @@ class StubProtocol(asyncio.Protocol):
             else:
                 text = body.get("prompt", "")
             n_prompt = o.count_prompt(text)
+        fault = fault or fault_in_prompt(text)
         if fault == "http-500":
             self._json(500, {"error": {"message": "stub: injected internal error", "type": "InternalServerError", "code": 500}})
             return
@@ -580,7 +592,7 @@ class SpinSelector(selectors.SelectSelector):
                 return ev
 
 
-def main(argv=None) -> int:
+def arg_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=0)
@@ -608,6 +620,33 @@ def main(argv=None) -> int:
     p.add_argument("--busy-poll", action="store_true", help="never sleep: poll the sockets all the time")
     p.add_argument("--timer-slack-ns", type=int, default=None,
                    help="set this process's timer slack (Linux prctl; the default is 50000)")
+    return p
+
+
+def start_in_thread(argv=()) -> tuple[str, Callable[[], None]]:
+    """Serve the stub with options ``argv`` on a thread of this process (its own event
+    loop; none of main's process settings): (base URL, stop). For tests that must not
+    start processes (tests/core)."""
+    import threading
+
+    o = Options(arg_parser().parse_args(["--port", "0", *argv]))
+    loop = asyncio.SelectorEventLoop(selectors.SelectSelector())
+    server = loop.run_until_complete(loop.create_server(lambda: StubProtocol(o), "127.0.0.1", 0))
+    port = server.sockets[0].getsockname()[1]
+    thread = threading.Thread(target=loop.run_forever, name=f"stub-{port}", daemon=True)
+    thread.start()
+
+    def stop() -> None:
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout=5)
+        server.close()
+        loop.close()
+
+    return f"http://127.0.0.1:{port}", stop
+
+
+def main(argv=None) -> int:
+    p = arg_parser()
     a = p.parse_args(argv)
     if a.host not in ("127.0.0.1", "localhost", "::1"):
         p.error("the stub listens on loopback only")

@@ -369,6 +369,7 @@ class RunEventKind(models.TextChoices):
     POINT_STARTED = "point_started", "Point started"
     POINT_FINISHED = "point_finished", "Point finished"
     PROBE_FAILED = "probe_failed", "Health probe failed"
+    STALLED = "stalled", "Request stalled: server probed"
     CRASHED = "crashed", "Server crashed"
     QUARANTINED = "quarantined", "Configuration quarantined"
     RETRY = "retry", "Retrying"

@@ -29,6 +29,10 @@ class RequestErrorKind(StrEnum):
     TIMEOUT_TOTAL = "timeout_total"
     EMPTY_RESPONSE = "empty_response"
     CLIENT_ERROR = "client_error"
+    # Still unanswered when another request of its load met a silence limit (timeout_stall,
+    # timeout_first_token): the load stopped and ended it rather than wait on a server
+    # that may be hung (sweepcore.loadgen.runner).
+    STOPPED_AFTER_STALL = "stopped_after_stall"
 
 
 class FailureKind(LabelledStrEnum):
@@ -52,6 +56,7 @@ class FailureKind(LabelledStrEnum):
     STARTUP_TIMEOUT = "startup_timeout", "Not ready in time"
     HUNG = "hung", "Server stopped responding"
     DISK_FULL = "disk_full", "No space left on disk"
+    LOG_UNWRITABLE = "log_unwritable", "Server log not writable"
     INTERNAL = "internal", "Sweeplab internal error"
 
 
@@ -62,11 +67,12 @@ class FailureKind(LabelledStrEnum):
 #: a fault of Sweeplab or of what it stands on (``internal``: an exception of its own,
 #: a database or broker it could not reach), a full disk, a server that stopped answering
 #: (``hung``: stopped, swapped out, its host overloaded), a model path gone (a reboot
-#: empties ``/dev/shm``). Every other kind says something about the configuration on
+#: empties ``/dev/shm``), a log folder that cannot be written. Every other kind says something about the configuration on
 #: that engine and GPU (a crash signature, a flag refused, a start-up too slow, a kill),
 #: and stays as it ended: a curator re-runs it (a new attempt) where that is wanted.
 INFRASTRUCTURE_FAILURES = frozenset({
-    FailureKind.INTERNAL, FailureKind.DISK_FULL, FailureKind.HUNG, FailureKind.MODEL_MISSING,
+    FailureKind.INTERNAL, FailureKind.DISK_FULL, FailureKind.LOG_UNWRITABLE, FailureKind.HUNG,
+    FailureKind.MODEL_MISSING,
 })
 
 

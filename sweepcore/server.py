@@ -8,18 +8,27 @@ several launches append to, each launch's stretch of it, and a graceful SIGTERM 
 the SIGKILL. Pure: no Django.
 """
 
+import errno
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
 import time
 from pathlib import Path
 
+from sweepcore.kinds import FailureKind
+
 TERM_GRACE_S = 10
 READY_POLL_S = 0.5
 LOG_TAIL_BYTES = 256 * 1024
 LAUNCH_MARK = "=== sweeplab: launching"
+MIB = 1024 * 1024
+# Free space under which the log's disk counts as full while a server runs. The server
+# writes its log itself (the descriptor it inherited), so a write that fails is seen by
+# nobody but it: a disk this full means its writes are failing, or are about to.
+LOG_DISK_FULL_BYTES = 1 * MIB
 
 # What servers print when their port is taken (EADDRINUSE is errno 98 on Linux, 48 on
 # macOS):
@@ -51,6 +60,44 @@ def free_port(host="127.0.0.1"):
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind((host, 0))
         return s.getsockname()[1]
+
+
+class LogUnwritable(Exception):
+    """The server's log cannot be written where it goes: `kind` is the run's failure kind
+    (disk_full, log_unwritable), `reason` a sentence naming the path."""
+
+    def __init__(self, kind, path, reason):
+        super().__init__(reason)
+        self.kind = kind
+        self.path = str(path)
+        self.reason = reason
+
+    @classmethod
+    def from_os_error(cls, exc, path):
+        """From the OSError of a write to, or a folder made for, the log at `path`."""
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            return cls(FailureKind.DISK_FULL, path, f"no space left on {path}: the server log could not be written")
+        why = exc.strerror or exc.__class__.__name__
+        return cls(FailureKind.LOG_UNWRITABLE, path, f"the server log {path} could not be written: {why}")
+
+
+def check_log_dir(directory, min_free_bytes):
+    """Before a launch: the log folder exists (made if missing), can be written, and has at
+    least `min_free_bytes` free. Returns what was checked, in words; raises LogUnwritable."""
+    directory = Path(directory)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise LogUnwritable.from_os_error(exc, directory) from None
+    if not os.access(directory, os.W_OK | os.X_OK):
+        raise LogUnwritable(FailureKind.LOG_UNWRITABLE, directory,
+                            f"the log folder {directory} cannot be written (permissions, or a read-only disk)")
+    free = shutil.disk_usage(directory).free
+    if free < min_free_bytes:
+        raise LogUnwritable(FailureKind.DISK_FULL, directory,
+                            f"no space left on {directory}: {free / MIB:.1f} MiB free, the server log needs at "
+                            f"least {min_free_bytes / MIB:g} MiB (SWEEPLAB_LOG_MIN_FREE_MIB)")
+    return f"log folder {directory} writable, {free / MIB:,.0f} MiB free"
 
 
 class ServerExited(Exception):
@@ -91,11 +138,20 @@ class ServerProcess:
         self.stop()
 
     def start(self):
-        """Launch: a line marks where this launch begins in the (appended) log."""
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        with open(self.log_path, "ab") as out:
-            out.write(f"\n{LAUNCH_MARK} {' '.join(self.argv)}\n".encode())
-            out.flush()
+        """Launch: a line marks where this launch begins in the (appended) log. A log that
+        cannot be written (no space, its folder unmakeable) raises LogUnwritable before
+        anything is launched."""
+        try:
+            self.log_path.parent.mkdir(parents=True, exist_ok=True)
+            # Unbuffered: a write that fails fails here, not again when the file is closed.
+            out = open(self.log_path, "ab", buffering=0)
+        except OSError as exc:
+            raise LogUnwritable.from_os_error(exc, self.log_path) from None
+        with out:
+            try:
+                out.write(f"\n{LAUNCH_MARK} {' '.join(self.argv)}\n".encode())
+            except OSError as exc:
+                raise LogUnwritable.from_os_error(exc, self.log_path) from None
             self.log_start = out.tell()
             self.proc = subprocess.Popen(
                 self.argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
@@ -156,6 +212,24 @@ class ServerProcess:
         except OSError:
             return ""
 
+    def check_log(self, full_below=LOG_DISK_FULL_BYTES):
+        """Raise LogUnwritable when the log can no longer be written: its file is gone (its
+        folder removed) or its disk has under `full_below` bytes free. The server writes
+        the file through the descriptor it inherited, so its failed writes surface nowhere
+        else: this is called at each point's ends to notice them."""
+        if not self.log_path.exists():
+            raise LogUnwritable(FailureKind.LOG_UNWRITABLE, self.log_path,
+                                f"the server log {self.log_path} is gone (its folder was removed): "
+                                f"the server log could not be written")
+        try:
+            free = shutil.disk_usage(self.log_path.parent).free
+        except OSError as exc:
+            raise LogUnwritable.from_os_error(exc, self.log_path.parent) from None
+        if free < full_below:
+            raise LogUnwritable(FailureKind.DISK_FULL, self.log_path.parent,
+                                f"no space left on {self.log_path.parent}: the server log could not be written "
+                                f"({free // 1024} KiB free)")
+
     def tail(self, max_bytes=LOG_TAIL_BYTES):
         """The last `max_bytes` of this launch's log (never an earlier launch's)."""
         return self.log_since(max(self.log_start, self.log_size() - max_bytes))
@@ -173,6 +247,8 @@ class ServerProcess:
             how = "stopped with SIGTERM"
             try:
                 os.killpg(proc.pid, signal.SIGTERM)
+                # A stopped server (SIGSTOP: frozen) acts on its SIGTERM only once continued.
+                os.killpg(proc.pid, signal.SIGCONT)
                 proc.wait(timeout=self.term_grace_s)
             except ProcessLookupError:
                 pass

@@ -70,6 +70,11 @@ def database_from_url(url):
 # the secret key and the broker's folders, and manage.py calls it before every command.
 DATA_DIR = Path(os.environ.get("SWEEPLAB_DATA_DIR") or BASE_DIR / "var").resolve()
 SECRET_KEY_FILE = DATA_DIR / "secret_key"
+# The servers' logs, a folder per sweep (a disk of their own if you like). A run starts only
+# with SWEEPLAB_LOG_MIN_FREE_MIB free there (its preflight); it fails, naming the folder, when
+# the disk fills while its server runs (sweepcore.server.LogUnwritable).
+SERVER_LOG_DIR = Path(os.environ.get("SWEEPLAB_LOG_DIR") or DATA_DIR / "logs").resolve()
+SWEEPLAB_LOG_MIN_FREE_MIB = float(os.environ.get("SWEEPLAB_LOG_MIN_FREE_MIB", 64))
 
 
 def secret_key():

@@ -44,13 +44,17 @@ from sweepcore import (
     telemetry,
 )
 from sweepcore.engines import ArgvError, LaunchValues, get_adapter
+from sweepcore.engines.base import PROBE_TIMEOUT_S
 from sweepcore.kinds import RequestErrorKind
 from sweepcore.plan import search_shape
 from sweepcore.spec import OPEN_LOOP_MAX_CONCURRENCY
 from sweepcore.server import (
+    MIB,
+    LogUnwritable,
     NotReady,
     ServerExited,
     ServerProcess,
+    check_log_dir,
     free_port,
     kill_leftover,
     port_in_use,
@@ -70,6 +74,17 @@ INVALID_PROBE_ATTEMPTS = 2
 # Seconds a teardown's timeline event, or the giving back of its GPUs, is tried while the
 # database is away (then logged; stale leases are taken back by the next run that needs them).
 NOTE_RETRY_S = 10.0
+
+
+# How long the server's token counter may take to answer, at most (the stall timeout when
+# shorter: a server silent for that long may be hung).
+TOKENIZE_TIMEOUT_S = 30.0
+
+
+def hang_probe_s():
+    """Seconds a server that left a request without a token for the stall timeout has to
+    answer its health probe before it counts as hung (SWEEPLAB_HANG_PROBE_S, default 10)."""
+    return float(os.environ.get("SWEEPLAB_HANG_PROBE_S", 10))
 
 CONNECTION_ERRORS = {RequestErrorKind.CONNECTION_REFUSED, RequestErrorKind.CONNECTION_LOST_MID_STREAM}
 TIMEOUT_ERRORS = {RequestErrorKind.TIMEOUT_FIRST_TOKEN, RequestErrorKind.TIMEOUT_STALL, RequestErrorKind.TIMEOUT_TOTAL}
@@ -165,6 +180,17 @@ def keep_going_until_stable(until, min_duration_s=0.0):
     return keep_going
 
 
+def stall_note(stalled, results, hang):
+    """Why a point stopped sending early: `stalled` (a RequestResult) met a silence limit;
+    `hang` is what the health probe then said ('' when the server answered)."""
+    ended = sum(r.error_kind == RequestErrorKind.STOPPED_AFTER_STALL for r in results)
+    ended_words = f", ending {ended} request(s) in flight unfinished" if ended else ""
+    said = f"request {stalled.index} timed out ({stalled.error}); the point stopped sending{ended_words}"
+    if hang:
+        return f"{said}, and the server did not answer its health probe: {hang}"
+    return f"{said}; the server answered its health probe again, so the run went on"
+
+
 def pooled_result(loads):
     """One LoadResult of several loads sent back to back (the repeats of a point): their
     requests together, the measured windows added (the pauses between repeats are not
@@ -239,14 +265,16 @@ def probe_of(point):
 
 
 class ServerDied(Exception):
-    """The server is gone or no longer answers; `point` is the one in flight, if any."""
+    """The server is gone or no longer answers; `point` is the one in flight, if any, and
+    `point_status` what it becomes (`crashed`; a hang's `timeout`)."""
 
-    def __init__(self, detail, point=None, kind=None, where=None):
+    def __init__(self, detail, point=None, kind=None, where=None, point_status=PointStatus.CRASHED):
         super().__init__(detail)
         self.detail = detail
         self.point = point
         self.kind = kind  # set when the cause is known without the log (a hang)
         self.where = where or (point_label(point) if point is not None else "the previous point")
+        self.point_status = point_status
 
 
 class PreflightFailed(Exception):
@@ -451,6 +479,8 @@ class RunExecutor:
             return self.run.status
         except Cancelled:
             return self.end_unless_lost(self.cancelled)
+        except LogUnwritable as exc:
+            return self.end_unless_lost(lambda: self.log_unwritable(exc))
         except ClaimLost:
             return self.lost()
         except DB_ERRORS:
@@ -489,6 +519,12 @@ class RunExecutor:
             except DB_ERRORS:
                 pass
         log.warning("run %s: %s (not in its timeline: the database is unreachable)", self.run_id, message)
+
+    def log_unwritable(self, exc):
+        """The server's log could not be written (a full disk, its folder gone): the run
+        fails with the path and the reason; what was stored is kept, the rest not_run."""
+        self.store.event(RunEventKind.FINISHED, exc.reason, failure_kind=exc.kind, path=exc.path)
+        self.store.finish_unstarted(RunStatus.FAILED, exc.kind, exc.reason, f"not run: {exc.reason}")
 
     def end_unless_lost(self, end):
         """Call `end` (which records how the run ended); the run's status then, or None when
@@ -541,7 +577,7 @@ class RunExecutor:
                 self.search_capacity(template)
         except ServerDied as died:
             failure = self.failure_from_log(died)
-            store.record_crash(died.point, died.where, failure)
+            store.record_crash(died.point, died.where, failure, died.point_status)
             if attempt < attempts:
                 return self.retry(failure, attempt)
             self.quarantine(failure)
@@ -665,6 +701,7 @@ class RunExecutor:
         checked.append(f"open files: up to {in_flight:,} requests in flight fit this worker's limit")
         checked.append(f"port not checked: picked at launch, and a launch that finds it taken is retried on a "
                        f"new one ({PORT_ATTEMPTS} launches at most)")
+        checked.append(self.check_log_dir())
         return checked
 
     def most_in_flight(self):
@@ -677,6 +714,16 @@ class RunExecutor:
                 self.spec.get("max_concurrency") or OPEN_LOOP_MAX_CONCURRENCY)
             most = max(most, int(cap))
         return most
+
+    def log_dir(self):
+        return Path(settings.SERVER_LOG_DIR) / f"sweep-{self.run.sweep_id}"
+
+    def check_log_dir(self):
+        """The server log's folder exists (made here) with room for the log, in words."""
+        try:
+            return check_log_dir(self.log_dir(), settings.SWEEPLAB_LOG_MIN_FREE_MIB * MIB)
+        except LogUnwritable as exc:
+            raise PreflightFailed(exc.kind, exc.reason) from None
 
     # launch and readiness ----------------------------------------------------------------
 
@@ -717,7 +764,7 @@ class RunExecutor:
             argv = self.adapter.argv(sweep.engine.argv_template, sweep.engine.method_args, values)
         except ArgvError as exc:
             raise LaunchRefused(f"engine {sweep.engine.name} cannot launch this configuration: {exc}") from None
-        log_path = Path(settings.DATA_DIR) / "logs" / f"sweep-{sweep.pk}" / f"run-{run.pk}-{run.config_label.replace(' ', '_')}.log"
+        log_path = self.log_dir() / f"run-{run.pk}-{run.config_label.replace(' ', '_')}.log"
         env = {**os.environ, **(sweep.engine.env or {})}
         used = self.run_gpus()
         if used:  # a simulated engine is told too: simengine pretends to have exactly these
@@ -798,7 +845,8 @@ class RunExecutor:
     def prompts_for(self, point, count):
         """`count` prompts for a point and their length, sized by the server's own
         tokenizer. Distinct long-context prompts, so no prefix cache serves a repeat."""
-        tokenizer = prompts.ServerTokenizer(self.server.base_url, model=self.run.sweep.llm.name)
+        tokenizer = prompts.ServerTokenizer(self.server.base_url, model=self.run.sweep.llm.name,
+                                            timeout=min(TOKENIZE_TIMEOUT_S, self.stall_timeout()))
         workload = point.workload
         if workload.kind == WorkloadKind.FIXED:
             return [workload.prompt] * count, tokenizer.count(workload.prompt)
@@ -833,9 +881,16 @@ class RunExecutor:
             request_rate=request_rate,
             burstiness=float(self.spec.get("burstiness", 1.0)),
             timeout_first_token=float(self.options.get("first_token_timeout_s", 600)),
-            timeout_stall=float(self.options.get("stall_timeout_s", 60)),
+            timeout_stall=self.stall_timeout(),
             extra_body=adapter.extra_body(max_tokens, self.run.server_info),
+            # A request with no first token for the stall timeout: is the server hung? (a
+            # worker thread asks; nothing here writes to the database)
+            health_check=lambda: self.wait_healthy(hang_probe_s()),
         )
+
+    def stall_timeout(self):
+        """Seconds without a token after which a request has stalled (options.stall_timeout_s)."""
+        return float(self.options.get("stall_timeout_s", 60))
 
     def probe(self):
         """Between points: the process is alive and /health answers."""
@@ -854,12 +909,18 @@ class RunExecutor:
         if not count or not points:
             return
         self.probe()
-        texts, _ = self.prompts_for(points[0], 1)
+        try:
+            texts, _ = self.prompts_for(points[0], 1)
+        except (OSError, ValueError, prompts.TokenizerError) as exc:
+            self.raise_if_gone(f"while sizing the warmup prompt: {exc}", where="warmup")
+            raise
         config = self.load_config(texts, min(WARMUP_MAX_TOKENS, points[0].max_new_tokens), 1, count)
         result = loadgen.run_load_sync(config)
         lost = [r for r in result.results if r.error_kind in CONNECTION_ERRORS]
         if lost or not self.server.process.alive():
             raise ServerDied(f"during warmup: {lost[0].error if lost else 'the server process exited'}", where="warmup")
+        if result.stopped_by is not None:
+            self.raise_if_gone(f"during warmup: {result.stopped_by.error}", where="warmup", found=result.unhealthy)
         failed = [r for r in result.results if r.error_kind]
         note = f"; {len(failed)} of {count} warmup requests failed: {failed[0].error}" if failed else ""
         self.store.event(RunEventKind.WARMUP_DONE, f"{count} warmup request(s), not measured{note}")
@@ -951,14 +1012,14 @@ class RunExecutor:
 
     def measure(self, point):
         self.probe()
+        self.server.process.check_log()
         self.store.event(RunEventKind.POINT_STARTED, point_label(point), point=point.pk)
         started = timezone.now()
         count, repeats, until = self.request_plan()
         try:
             texts, prompt_tokens = self.prompts_for(point, count * repeats)
         except (OSError, ValueError, prompts.TokenizerError) as exc:
-            if self.server.process.wait_exit(2.0):  # a refused tokenize call: it may be dying
-                raise ServerDied(f"while sizing prompts: {exc}", point) from None
+            self.raise_if_gone(f"while sizing prompts: {exc}", point)
             unmeasured = PointVerdict(INVALID, (Reason("no_requests", f"no request was sent: could not build the "
                                                                      f"prompt: {str(exc)[:200]}", INVALID),))
             self.store.store_point(point, PointStatus.FAILED, f"could not build the prompt: {exc}", started, None, None,
@@ -973,7 +1034,7 @@ class RunExecutor:
         before = self.server_snapshot()
         sampler = servermetrics.GaugeSampler(self.server.base_url, adapter.server_metrics).start() if before else None
         log_start = process.log_size()
-        loads, stops, text_of, sent = [], [], {}, 0
+        loads, stops, text_of, sent, stalled = [], [], {}, 0, None
         steady = self.spec.get("steady_state")
         thresholds = Thresholds.from_mapping(settings.SWEEPLAB_VALIDITY)
         host_before = hostload.snapshot()
@@ -992,18 +1053,22 @@ class RunExecutor:
                 sent += len(load.results)  # every index handed out gives one result
                 loads.append(load)
                 stops.append(stability_note(until, load.results, thresholds.min_duration_s)[1] if until else "")
-                if repeat + 1 < repeats and not process.alive():
+                stalled = load.stopped_by
+                if stalled is not None or (repeat + 1 < repeats and not process.alive()):
                     break
         finally:
             # Never left polling: a worker process outlives its runs.
             gauges = sampler.stop() if sampler is not None else None
         host_after = hostload.snapshot()
         result = pooled_result(loads)
+        hang = self.hang_after_stall(stalled, point, loads[-1].unhealthy) if stalled is not None else ""
         point_log = process.log_since(log_start)
         adapter.relabel_failures(result.results, point_log)
         alive = process.alive()
         status, reason = point_status(result.results, alive)
-        view = self.server_view(before, gauges) if alive else None
+        if stalled is not None and status != PointStatus.CRASHED:
+            reason = f"{reason}; {stall_note(stalled, result.results, hang)}"
+        view = self.server_view(before, gauges) if alive and not hang else None
         summary = result.summary()
         # None without a view, so a point measured again keeps no earlier medians; wall time,
         # converted to model time with the rest of the summary.
@@ -1057,6 +1122,57 @@ class RunExecutor:
         if status == PointStatus.CRASHED:
             # Its requests are stored as evidence; the reason gets the cause from the log.
             raise ServerDied(reason, point=point)
+        if hang:
+            raise ServerDied(stall_note(stalled, result.results, hang), point=point, kind=FailureKind.HUNG,
+                             point_status=PointStatus.TIMEOUT)
+        process.check_log()
+
+    def hang_after_stall(self, stalled, point, found=""):
+        """A request of the point met a silence limit and the load stopped: probe the
+        server (unless the load's health check `found` it silent already). '' when it
+        answers (it recovered, or was only slow: the point keeps its timed-out requests and
+        the run goes on) or has exited (its point is crashed), else why it counts as hung."""
+        self.store.event(RunEventKind.STALLED, f"{point_label(point)}: request {stalled.index} timed out "
+                                               f"({stalled.error}); probing the server", point=point.pk)
+        hang = self.hung(point, found)
+        if not hang and self.server.process.alive():
+            self.store.event(RunEventKind.STALLED, f"{point_label(point)}: the server answered its health probe "
+                                                   f"again; going on", point=point.pk)
+        return hang
+
+    def raise_if_gone(self, doing, point=None, where=None, found=""):
+        """After a call to the server failed (e.g. `doing`: sizing prompts): raise ServerDied
+        when its process exited (crashed) or it does not answer its health probe (hung: the
+        point `timeout`); return when it is up, the failure being the call's own."""
+        if self.server.process.wait_exit(2.0):  # a refused call: it may be dying
+            raise ServerDied(doing, point, where=where)
+        hang = self.hung(point, found)
+        if hang:
+            raise ServerDied(f"{doing}; the server did not answer its health probe: {hang}", point,
+                             kind=FailureKind.HUNG, where=where, point_status=PointStatus.TIMEOUT)
+        if not self.server.process.alive():
+            raise ServerDied(doing, point, where=where)
+
+    def hung(self, point=None, found=""):
+        """Why the server counts as hung -- alive, and no answer to its health probe for
+        hang_probe_s() -- or '' (it answered, or it exited: then it is not hung but dead).
+        `found`: what a probe just found (the load's health check), so as not to ask twice."""
+        ok, detail = (False, found) if found else self.wait_healthy(hang_probe_s())
+        if ok or not self.server.process.alive():
+            return ""
+        self.store.event(RunEventKind.PROBE_FAILED, detail, point=point.pk if point is not None else None)
+        return f"{detail} (probed for {hang_probe_s():g} s)"
+
+    def wait_healthy(self, seconds):
+        """(ok, detail): probe the server's health until it answers or `seconds` pass."""
+        deadline = time.monotonic() + seconds
+        while True:
+            left = deadline - time.monotonic()
+            ok, detail = self.adapter.healthy(self.server.base_url,
+                                              timeout=round(max(0.5, min(PROBE_TIMEOUT_S, left)), 1))
+            if ok or deadline - time.monotonic() < 1.0 or not self.server.process.alive():
+                return ok, detail
+            time.sleep(0.5)
 
     def server_snapshot(self):
         """A read of the server's /metrics (sweepcore.servermetrics), or None when the
@@ -1164,7 +1280,8 @@ class RunExecutor:
 
     def failure_from_log(self, died):
         process = self.server.process
-        process.wait_exit(3)  # give a dying process a moment to exit and flush its last lines
+        if not died.kind:  # a hang is alive: no exit to wait for
+            process.wait_exit(3)  # give a dying process a moment to exit and flush its last lines
         failure = failures.classify(process.tail(), process.returncode, extra_rules=self.adapter.log_rules)
         if died.kind and failure.kind == failures.FailureKind.UNKNOWN:
             return failures.Failure(died.kind, f"{died.detail}; the process is alive but not answering", failure.lines)

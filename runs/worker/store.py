@@ -361,21 +361,18 @@ class RunStore:
         point.refresh_from_db()
 
     @retrying
-    def record_crash(self, point, where, failure):
-        """The server died: the point in flight (if any) is crashed, the rest not_run,
-        the run crashed."""
+    def record_crash(self, point, where, failure, point_status=PointStatus.CRASHED):
+        """The server died or hung: the point in flight (if any) is `point_status` (crashed;
+        a hang's timeout), the rest not_run, the run crashed."""
         with self.owned():
             cause = failure.cause
             if point is not None:
-                Point.objects.filter(pk=point.pk).update(
-                    status=PointStatus.CRASHED, reason=f"the server died during this point: {cause}",
-                    finished_at=timezone.now(),
-                )
+                what = "stopped answering" if point_status == PointStatus.TIMEOUT else "died"
+                said = f"the server {what} during this point: {cause}"
+                Point.objects.filter(pk=point.pk).update(status=point_status, reason=said, finished_at=timezone.now())
                 # Judged already when its requests were stored; otherwise there is nothing to judge.
                 Point.objects.filter(pk=point.pk, validity="").update(
-                    validity=Validity.INVALID,
-                    validity_reasons=[{"code": "crashed",
-                                       "message": f"the server died during this point: {cause}"[:500]}],
+                    validity=Validity.INVALID, validity_reasons=[{"code": "crashed", "message": said[:500]}],
                 )
             self.points_not_run(f"server died during {where}: {cause}")
             self.event(RunEventKind.CRASHED, cause, failure_kind=failure.kind, lines=list(failure.lines))

@@ -32,11 +32,16 @@ Error kinds (``RequestResult.error_kind``; '' on success)
 ``connection_refused``  could not connect.
 ``connection_lost_mid_stream``  the server closed/reset the connection (or the stream
                         ended without ``[DONE]`` and without a finish reason).
-``timeout_first_token`` no token within ``timeout_first_token`` seconds of sending.
+``timeout_first_token`` no token within ``timeout_first_token`` seconds of sending (or
+                        none for ``timeout_stall`` and the load's ``health_check`` found
+                        the server silent).
 ``timeout_stall``       no token for ``timeout_stall`` seconds after the first.
 ``timeout_total``       the request ran longer than ``timeout_total``.
 ``empty_response``      HTTP 200, stream finished, zero output tokens.
 ``client_error``        an unexpected exception in the client itself (text kept).
+``stopped_after_stall`` still unanswered when another request of the load met a silence
+                        limit (``timeout_stall``, ``timeout_first_token``): the load
+                        stopped sending and ended it (``stop_on_stall``, see :mod:`.runner`).
 Failed requests are kept in ``LoadResult.results`` and counted; never dropped.
 
 Modules

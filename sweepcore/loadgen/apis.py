@@ -103,10 +103,19 @@ class Endpoint:
     timeout_first_token: float
     timeout_stall: float
     timeout_total: float
+    # The requests of this endpoint not answered yet (their exchanges), so that a load that
+    # stops can end them at once instead of waiting out their time limits.
+    live: set = field(default_factory=set, compare=False)
 
     def encode(self, body: bytes) -> bytes:
         """The whole HTTP request that sends ``body`` (encoded once per prompt)."""
         return self.pool.request_bytes("POST", self.path, body, self.headers)
+
+    def end_in_flight(self, kind: str, why: str) -> int:
+        """End every request still waiting on this endpoint as failed with ``kind`` and
+        ``why`` (its text says how far it got); returns how many were ended."""
+        return sum(ex.give_up(kind, f"{why} (ended after {len(ex.res.chunk_offsets)} token chunks)")
+                   for ex in list(self.live))
 
 
 # ------------------------------------------------------------------------------ bodies
@@ -169,6 +178,10 @@ _TIMEOUT_TEXT = {
     Kind.TIMEOUT_TOTAL: "request not finished within",
 }
 
+#: The time limits that mean the server sent nothing for that long (not merely a long
+#: answer): a request ending on one of them may have met a hung server.
+SILENCE_TIMEOUTS = frozenset({Kind.TIMEOUT_FIRST_TOKEN, Kind.TIMEOUT_STALL})
+
 #: How much of a non-200 answer's body is kept as its error text.
 ERROR_BODY_BYTES = 65536
 
@@ -179,7 +192,7 @@ class _StreamExchange(http1.Exchange):
     (the stream ended, the connection failed, or a time limit passed)."""
 
     __slots__ = ("scan", "res", "t0", "future", "status", "error_body", "error", "lost",
-                 "started", "last_token", "timer", "conn", "begun")
+                 "started", "last_token", "timer", "conn", "begun", "limits")
 
     def __init__(self, scan: StreamScan, begun: float):
         self.scan = scan
@@ -195,6 +208,7 @@ class _StreamExchange(http1.Exchange):
         self.last_token = 0.0
         self.timer: asyncio.TimerHandle | None = None
         self.conn: http1.Connection | None = None
+        self.limits: tuple | None = None  # (loop, endpoint) of the armed time limits
 
     def attempt(self, conn: http1.Connection, future: asyncio.Future) -> None:
         self.conn, self.future = conn, future
@@ -223,7 +237,10 @@ class _StreamExchange(http1.Exchange):
             return True
         scan = self.scan
         if scan.feed_pieces(pieces, rx - t0):
+            first = not self.last_token
             self.last_token = rx
+            if first:
+                self._arm_stall()
         return scan.done or scan.error is not None
 
     def end(self, error: BaseException | None, response_started: bool) -> None:
@@ -236,7 +253,19 @@ class _StreamExchange(http1.Exchange):
 
     def arm(self, loop: asyncio.AbstractEventLoop, ep: Endpoint) -> None:
         """The request's time limits, from now: first token, then stall, within the total."""
+        self.limits = (loop, ep)
         self.timer = loop.call_later(min(ep.timeout_first_token, ep.timeout_total), self._on_timer, loop, ep)
+
+    def _arm_stall(self) -> None:
+        """At the first token the limit ahead becomes the stall limit (usually far shorter
+        than the first-token one): the timer is moved there once; later tokens only move
+        ``last_token``, which the timer reads when it fires."""
+        if self.timer is None or self.limits is None:  # over already
+            return
+        loop, ep = self.limits
+        self.timer.cancel()
+        due = min(self.begun + ep.timeout_total, self.last_token + ep.timeout_stall)
+        self.timer = loop.call_later(max(0.0, due - time.perf_counter()), self._on_timer, loop, ep)
 
     def disarm(self) -> None:
         if self.timer is not None:
@@ -262,12 +291,21 @@ class _StreamExchange(http1.Exchange):
             kind = Kind.TIMEOUT_FIRST_TOKEN if ep.timeout_first_token < ep.timeout_total else Kind.TIMEOUT_TOTAL
         limit = {Kind.TIMEOUT_FIRST_TOKEN: ep.timeout_first_token, Kind.TIMEOUT_STALL: ep.timeout_stall,
                  Kind.TIMEOUT_TOTAL: ep.timeout_total}[kind]
+        self.give_up(kind, f"{_TIMEOUT_TEXT[kind]} {limit:g} s (after {len(res.chunk_offsets)} token chunks)")
+
+    def give_up(self, kind: str, text: str) -> bool:
+        """Fail the request now with ``kind`` and ``text`` unless it is over already (a time
+        limit, or the load stopping); returns whether it did."""
+        res = self.res
+        if res.error_kind or (self.future is not None and self.future.done()):
+            return False
         res.error_kind = kind
-        res.error = f"{_TIMEOUT_TEXT[kind]} {limit:g} s (after {len(res.chunk_offsets)} token chunks)"
+        res.error = text
         if self.conn is not None:
             self.conn.abort()  # nothing more is read from it: a late answer counts for nothing
         if self.future is not None and not self.future.done():
             self.future.set_result(None)
+        return True
 
 
 async def stream_request(ep: Endpoint, index: int, request: bytes, usage_chunk: bool) -> RequestResult:
@@ -282,6 +320,7 @@ async def stream_request(ep: Endpoint, index: int, request: bytes, usage_chunk: 
     t_pre = time.perf_counter()
     ex = _StreamExchange(scan, t_pre)
     ex.arm(loop, ep)
+    ep.live.add(ex)
     try:
         for attempt in (0, 1):
             conn = await ep.pool.connection(fresh=attempt > 0)
@@ -302,6 +341,7 @@ async def stream_request(ep: Endpoint, index: int, request: bytes, usage_chunk: 
             why = f"no connection within {ep.pool.connect_timeout:g} s" if isinstance(e, TimeoutError) else str(e)
             res.error = f"cannot connect to {ep.url}: {why or type(e).__name__}"
     finally:
+        ep.live.discard(ex)
         ex.disarm()
         if ex.future is not None and not ex.future.done() and ex.conn is not None:
             ex.conn.abort()  # cancelled while reading: the connection cannot be reused

@@ -12,6 +12,20 @@ flattered by the queueing it caused (coordinated omission).  ``num_requests`` or
 issuing after that many seconds) bounds the run; ``warmup`` requests run first, at the
 same concurrency, and are kept apart in ``LoadResult.warmup_results``.
 
+A hang ends a load quickly (``stop_on_stall``, on by default): at the first request that
+meets a silence limit (``timeout_stall``: no token for that long; ``timeout_first_token``)
+the load sends nothing more and ends the requests still in flight at once, as failed
+records of kind ``stopped_after_stall`` with their text (never dropped).  A frozen server
+then costs one stall timeout, not a first-token timeout per request still to send;
+``LoadResult.stopped_by`` is the request that stopped it, for the caller to probe the
+server.  Arrivals of an open loop that were waiting for a free slot were never sent and
+leave no record.  A request still waiting for its first token after ``timeout_stall`` (a
+server frozen between two requests sends nothing at all) is not proof of a hang -- a long
+prefill is silent too -- so the load asks ``health_check`` (on a worker thread); a server
+that does not answer it fails that request as ``timeout_first_token`` at once and stops the
+load (``LoadResult.unhealthy`` says what the check found), one that answers is asked again
+after another ``timeout_stall``.
+
 During the measurement a task samples event-loop lag every ``lag_interval`` seconds
 (lateness of a timer; includes up to ~1 ms of epoll timer granularity) and the loop
 thread's CPU time (``time.thread_time``) is taken at both ends.  ``client_bound`` is set
@@ -29,8 +43,9 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
+from sweepcore.kinds import RequestErrorKind
 from sweepcore.loadgen import http1, stamping
-from sweepcore.loadgen.apis import API_REGISTRY, APIS, Endpoint, RequestResult
+from sweepcore.loadgen.apis import API_REGISTRY, APIS, SILENCE_TIMEOUTS, Endpoint, RequestResult
 from sweepcore.metrics import percentile, summarize
 
 CLIENT_BOUND_LAG_MS = 5.0
@@ -65,6 +80,12 @@ class LoadConfig:
     # Closed loop only: asked before each new request with the results so far; False
     # stops sending (requests in flight still finish).  ``num_requests`` stays the cap.
     keep_going: Callable[[list], bool] | None = None
+    # Stop the load at the first request that meets a silence limit (see the module's
+    # docstring); False sends every request whatever happens to the others.
+    stop_on_stall: bool = True
+    # () -> (ok, detail): is the server still answering?  Asked when a request has had no
+    # first token for ``timeout_stall`` (see the module's docstring); None never asks.
+    health_check: Callable[[], tuple[bool, str]] | None = None
 
     def validate(self) -> None:
         if self.api not in API_REGISTRY:
@@ -98,6 +119,10 @@ class LoadResult:
     client_cpu_s: float = 0.0
     client_cpu_fraction: float = 0.0
     client_bound: bool = False
+    # The request whose silence limit stopped the load (stop_on_stall), else None.
+    stopped_by: RequestResult | None = None
+    # What ``health_check`` answered when it found the server silent ('' otherwise).
+    unhealthy: str = ""
 
     @property
     def spec_verify_ct(self) -> list:
@@ -176,6 +201,69 @@ def open_files_problem(in_flight: int) -> str | None:
             f"{OPEN_FILES_MARGIN} more); this worker may open {hard:,} (ulimit -n)")
 
 
+class _StallStop:
+    """Stops a load at its first request that met a silence limit: the server may be hung,
+    so nothing more is sent to it and the requests in flight are ended at once (see the
+    module's docstring)."""
+
+    def __init__(self, endpoint: Endpoint, enabled: bool):
+        self.endpoint = endpoint
+        self.enabled = enabled
+        self.by: RequestResult | None = None
+        self.event = asyncio.Event()
+        self.unhealthy = ""
+
+    @property
+    def stopped(self) -> bool:
+        return self.by is not None
+
+    def see(self, r: RequestResult) -> None:
+        """Stop when ``r`` ended on a silence limit (once)."""
+        if not self.enabled or self.by is not None or r.error_kind not in SILENCE_TIMEOUTS:
+            return
+        self.by = r
+        self.event.set()
+        self.endpoint.end_in_flight(
+            RequestErrorKind.STOPPED_AFTER_STALL,
+            f"the load stopped sending when request {r.index} timed out ({r.error_kind}: {r.error}); "
+            f"the server may be hung",
+        )
+
+    async def wait(self, seconds: float) -> None:
+        """Sleep ``seconds``, or less if the load stops meanwhile."""
+        try:
+            await asyncio.wait_for(self.event.wait(), seconds)
+        except TimeoutError:
+            pass
+
+
+async def _watch_first_tokens(endpoint: Endpoint, stall: _StallStop, check, silence_s: float) -> None:
+    """While the load runs: when a request has waited ``silence_s`` for its first token,
+    ask ``check`` whether the server still answers; if not, fail the longest-waiting
+    request (timeout_first_token, which stops the load). Asked at most once per
+    ``silence_s``."""
+    loop = asyncio.get_running_loop()
+    period = max(0.05, min(1.0, silence_s / 4))
+    asked = float("-inf")
+    while not stall.stopped:
+        await stall.wait(period)
+        now = time.perf_counter()
+        waiting = [ex for ex in endpoint.live
+                   if not ex.res.chunk_offsets and not ex.res.error_kind and now - ex.t0 >= silence_s]
+        if stall.stopped or not waiting or now - asked < silence_s:
+            continue
+        ok, detail = await loop.run_in_executor(None, check)
+        asked = time.perf_counter()
+        if ok:
+            continue
+        stall.unhealthy = detail
+        oldest = min(waiting, key=lambda ex: ex.t0)
+        oldest.give_up(RequestErrorKind.TIMEOUT_FIRST_TOKEN,
+                       f"no first token for {asked - oldest.t0:.1f} s, and the server did not answer its health "
+                       f"check: {detail}")
+        return
+
+
 def make_pool(base_url: str, connect_timeout: float = 10.0) -> http1.Pool:
     """The load's keep-alive connections to ``base_url`` (:mod:`sweepcore.loadgen.http1`).
 
@@ -219,9 +307,15 @@ def run_load_sync(config: LoadConfig) -> LoadResult:
 async def _run_load(config: LoadConfig) -> LoadResult:
     async with make_pool(config.base_url, config.connect_timeout) as pool:
         sender = _Sender(config, pool)
+        stall = _StallStop(sender.endpoint, config.stop_on_stall)
+        watch = None
+        if config.health_check is not None and config.stop_on_stall:
+            watch = asyncio.create_task(
+                _watch_first_tokens(sender.endpoint, stall, config.health_check, config.timeout_stall))
         warm: list[RequestResult] = []
         if config.warmup:
-            warm = await _closed_loop(sender, config.warmup, None, min(config.concurrency, config.warmup), None)
+            warm = await _closed_loop(sender, config.warmup, None, min(config.concurrency, config.warmup), None,
+                                      stop=stall)
         samples: list[float] = []
         stop = asyncio.Event()
         monitor = asyncio.create_task(_lag_monitor(config.lag_interval, samples, stop))
@@ -230,13 +324,16 @@ async def _run_load(config: LoadConfig) -> LoadResult:
         t0 = time.perf_counter()
         if config.request_rate is None:
             results = await _closed_loop(sender, config.num_requests, config.duration,
-                                         config.concurrency, config.progress, config.keep_going)
+                                         config.concurrency, config.progress, config.keep_going, stall)
         else:
-            results = await _open_loop(sender, config)
+            results = await _open_loop(sender, config, stall)
         duration = time.perf_counter() - t0
         cpu = time.thread_time() - cpu0
         stop.set()
         await monitor
+        if watch is not None:
+            watch.cancel()
+            await asyncio.gather(watch, return_exceptions=True)
     p99 = percentile(samples, 99)
     frac = cpu / duration if duration > 0 else 0.0
     return LoadResult(
@@ -250,6 +347,8 @@ async def _run_load(config: LoadConfig) -> LoadResult:
         client_cpu_fraction=frac,
         client_bound=bool((p99 is not None and p99 > CLIENT_BOUND_LAG_MS)
                           or frac > CLIENT_BOUND_CPU_FRACTION),
+        stopped_by=stall.by,
+        unhealthy=stall.unhealthy,
     )
 
 
@@ -262,7 +361,8 @@ async def _lag_monitor(interval: float, samples: list, stop: asyncio.Event) -> N
 
 
 async def _closed_loop(sender: _Sender, num: int | None, duration: float | None,
-                       concurrency: int, progress, keep_going=None) -> list[RequestResult]:
+                       concurrency: int, progress, keep_going=None, stop: _StallStop | None = None
+                       ) -> list[RequestResult]:
     results: list[RequestResult] = []
     counter = iter(range(num)) if num is not None else None
     next_i = 0
@@ -270,6 +370,8 @@ async def _closed_loop(sender: _Sender, num: int | None, duration: float | None,
 
     def take() -> int | None:
         nonlocal next_i
+        if stop is not None and stop.stopped:
+            return None
         if deadline is not None and time.perf_counter() >= deadline:
             return None
         if keep_going is not None and not keep_going(results):
@@ -288,12 +390,14 @@ async def _closed_loop(sender: _Sender, num: int | None, duration: float | None,
             results.append(r)
             if progress is not None:
                 progress(r)
+            if stop is not None:
+                stop.see(r)
 
     await asyncio.gather(*(worker() for _ in range(concurrency)))
     return results
 
 
-async def _open_loop(sender: _Sender, c: LoadConfig) -> list[RequestResult]:
+async def _open_loop(sender: _Sender, c: LoadConfig, stop: _StallStop) -> list[RequestResult]:
     results: list[RequestResult] = []
     sem = asyncio.Semaphore(c.concurrency)
     rng = random.Random(c.seed)
@@ -306,12 +410,15 @@ async def _open_loop(sender: _Sender, c: LoadConfig) -> list[RequestResult]:
 
     async def guarded(i: int, due_epoch: float) -> None:
         async with sem:
+            if stop.stopped:  # waited for a slot while the load stopped: never sent
+                return
             r = await sender.one(i)
         # The two clocks can disagree by microseconds; a send is never early.
         r.send_lag = max(0.0, r.send_time - due_epoch)
         results.append(r)
         if c.progress is not None:
             c.progress(r)
+        stop.see(r)
 
     at = start
     i = 0
@@ -322,7 +429,9 @@ async def _open_loop(sender: _Sender, c: LoadConfig) -> list[RequestResult]:
             break
         delay = at - loop.time()
         if delay > 0:
-            await asyncio.sleep(delay)
+            await stop.wait(delay)
+        if stop.stopped:
+            break
         tasks.append(asyncio.create_task(guarded(i, start_epoch + (at - start))))
         i += 1
     await asyncio.gather(*tasks)

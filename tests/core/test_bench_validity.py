@@ -1,32 +1,16 @@
 """The known truth bench/validity.py holds the intervals against: the stub's per-request
 gap distribution, and the script's pure helpers (the until_stable stop, coverage counting)."""
 
-import importlib.util
 import math
 import statistics
-import sys
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
-BENCH = Path(__file__).resolve().parents[2] / "bench"
+from tests.core.bench_modules import load_bench
 
-
-def load(name):
-    sys.path.insert(0, str(BENCH))
-    try:
-        spec = importlib.util.spec_from_file_location(f"bench_{name}", BENCH / f"{name}.py")
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[spec.name] = module  # dataclasses look their module up there
-        spec.loader.exec_module(module)
-        return module
-    finally:
-        sys.path.remove(str(BENCH))
-
-
-stub = load("stub_server")
-bench = load("validity")
+stub = load_bench("stub_server")
+bench = load_bench("validity")
 
 
 def options(itl_ms=10.0, jitter=None, seed=0):

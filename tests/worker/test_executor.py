@@ -1,6 +1,6 @@
 """The executor's decisions that need no server: a point's status from its requests."""
 
-from runs.worker.executor import keep_going_until_stable, point_status, stability_note
+from runs.worker.executor import keep_going_until_stable, point_status, stability_note, stall_note
 from sweepcore.loadgen import RequestResult
 
 
@@ -28,6 +28,20 @@ def test_refusals_and_timeouts_have_their_own_status():
     assert point_status([result(output_tokens=5), stall], True) == (
         "timeout", "1 of 2 requests timed out: no token for 2 s"
     )
+
+
+def test_a_point_stopped_by_a_stall_says_so_and_what_the_probe_found():
+    stall = RequestResult(index=1, output_tokens=4, error_kind="timeout_stall", error="no token for 2 s")
+    ended = RequestResult(index=2, error_kind="stopped_after_stall", error="the load stopped sending")
+    results = [result(output_tokens=5), stall, ended]
+    assert point_status(results, True)[0] == "timeout"  # the requests ended with it are failed, not dropped
+    assert stall_note(stall, results, "/health did not answer within 5s (probed for 10 s)") == (
+        "request 1 timed out (no token for 2 s); the point stopped sending, ending 1 request(s) in flight "
+        "unfinished, and the server did not answer its health probe: /health did not answer within 5s "
+        "(probed for 10 s)")
+    assert stall_note(stall, [stall], "") == (
+        "request 1 timed out (no token for 2 s); the point stopped sending; the server answered its health probe "
+        "again, so the run went on")
 
 
 def steady(n, send_gap):
