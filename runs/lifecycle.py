@@ -15,9 +15,9 @@ from kombu.exceptions import OperationalError as BrokerUnreachable
 from benchmarks.catalog import active_quarantines, load_catalog
 from benchmarks.models import LLM, Engine, Host, Sweep, SweepSource, SweepStatus, Workload
 from runs.managers import stale_after
-from runs.models import AFTER_SWEEP, Point, PointStatus, Run, RunEvent, RunEventKind, RunStatus
+from runs.models import AFTER_SWEEP, Point, PointStatus, RequestRecord, Run, RunEvent, RunEventKind, RunStatus
 from sweepcore.gpus import EXCLUSIVE, send_order
-from sweepcore.kinds import INFRASTRUCTURE_FAILURES
+from sweepcore.kinds import INFRASTRUCTURE_FAILURES, FailureKind
 from sweepcore.plan import (
     CONTEXT_CAP_PREFIX,
     PlannedPoint,
@@ -360,7 +360,8 @@ def resume_sweep(sweep, enqueue=True, workers_restarted=False):
     still driven by a live worker is left to it (the claim refuses a fresh heartbeat).
     A run that ended failed or crashed for a reason outside its configuration
     (ended_by_infrastructure) is queued again as it is, its points not measured (not_run)
-    planned again: the new attempt measures only those, never a stored one.
+    planned again, and a hung run's point the hang cut off (hung_point) too: the new
+    attempt measures only those, never one measured to its end.
     Refused (SweepStateError, resume_refusal) when that would queue nothing."""
     sweep = Sweep.objects.select_for_update().get(pk=sweep.pk)
     runs = list(Run.objects.filter(sweep=sweep).only("id", "status", "heartbeat_at", "failure_kind", "failure_cause")
@@ -372,10 +373,11 @@ def resume_sweep(sweep, enqueue=True, workers_restarted=False):
     again = [r for r in runs if ended_by_infrastructure(r)]
     Point.objects.filter(run_id__in=[r.pk for r in unfinished if r.status == RunStatus.CANCELLED] + [r.pk for r in again],
                          status=PointStatus.NOT_RUN).update(status=PointStatus.PLANNED, reason="")
+    cut_off = {r.pk: hung_point(r) for r in again if r.failure_kind == FailureKind.HUNG}
     waiting = Run.objects.filter(pk__in=[r.pk for r in unfinished if r.status not in IN_FLIGHT_RUN])
     in_flight = [r.pk for r in unfinished if r.status in IN_FLIGHT_RUN]
     queued = _queue_runs(sweep, waiting.order_by("position", "id"), "queued again by resume")
-    queued += _queue_again(sweep, again)
+    queued += _queue_again(sweep, again, {run_id: p for run_id, p in cut_off.items() if p is not None})
     run_ids = sorted(set(queued) | set(in_flight))
     if sweep.status in (SweepStatus.DONE, SweepStatus.CANCELLED):
         sweep.status = SweepStatus.RUNNING if in_flight else SweepStatus.QUEUED
@@ -388,16 +390,38 @@ def resume_sweep(sweep, enqueue=True, workers_restarted=False):
 
 
 
-def _queue_again(sweep, runs):
+def hung_point(run):
+    """The point of a run that ended hung which the hang cut off: its last point ended
+    `timeout` (the stalled request's server stopped answering, the run ended there), or
+    None. A hang is a fault outside the configuration, so resume measures it again."""
+    return (Point.objects.filter(run=run, status=PointStatus.TIMEOUT, from_search=False)
+            .select_related("workload").order_by("-position").first())
+
+
+def _queue_again(sweep, runs, cut_off):
     """Queue again runs that ended by an infrastructure failure (ended_by_infrastructure),
-    their failure cleared and said in their timeline. Returns their ids."""
+    their failure cleared and said in their timeline; `cut_off`: run id -> the point a
+    hang cut off (hung_point), planned again, its requests dropped (the timeline keeps
+    what happened). Returns their ids."""
     now = timezone.now()
+
+    def again(point):
+        if point is None:
+            return ""
+        return f"; its point {point.label} was cut off by the hang ({point.reason[:200] or 'timeout'}): measured again"
+
     RunEvent.objects.bulk_create(
         RunEvent(run_id=r.pk, at=now, kind=RunEventKind.RESUMED,
                  message=f"queued again by resume: it ended {r.status} ({r.failure_kind}: {r.failure_cause[:300]}), "
-                         f"a fault outside its configuration; it measures the points it did not store",
-                 data={"ended": r.status, "failure_kind": r.failure_kind})
+                         f"a fault outside its configuration; it measures the points it did not store"
+                         f"{again(cut_off.get(r.pk))}",
+                 data={"ended": r.status, "failure_kind": r.failure_kind,
+                       **({"measured_again": cut_off[r.pk].position} if r.pk in cut_off else {})})
         for r in runs)
+    if cut_off:
+        points = [p.pk for p in cut_off.values()]
+        RequestRecord.objects.filter(point_id__in=points).delete()
+        Point.objects.filter(pk__in=points).update(status=PointStatus.PLANNED, reason="")
     Run.objects.filter(pk__in=[r.pk for r in runs]).update(failure_kind="", failure_cause="", failure_log="",
                                                             finished_at=None)
     return _queue_runs(sweep, Run.objects.filter(pk__in=[r.pk for r in runs]).order_by("position", "id"),

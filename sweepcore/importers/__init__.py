@@ -132,7 +132,10 @@ def _unknown_format(where: str) -> ImportFileError:
 
 def detect_format(filename: str, text: str) -> str:
     """The format of a result file, from its fields (ImportFileError when none fits)."""
-    docs = load_documents(filename, text)
+    return _format_of_documents(filename, load_documents(filename, text))
+
+
+def _format_of_documents(filename: str, docs: list) -> str:
     line, data = docs[0]
     where = f"{filename} line {line}" if line is not None else filename
     if not isinstance(data, dict):
@@ -145,11 +148,12 @@ def detect_format(filename: str, text: str) -> str:
 
 def parse(filename: str, text: str, fmt: str | None = None) -> ImportedFile:
     """Parse a result file (its format detected when not given); ImportFileError if wrong."""
-    if fmt is None:
-        fmt = detect_format(filename, text)
-    if fmt not in PARSERS:
+    if fmt is not None and fmt not in PARSERS:
         raise ImportFileError(f"unknown format {fmt!r}; known formats: {', '.join(FORMATS)}")
-    result = PARSERS[fmt](filename, text)
+    docs = load_documents(filename, text)  # once: a large file's parse is most of an import's time
+    if fmt is None:
+        fmt = _format_of_documents(filename, docs)
+    result = PARSERS[fmt](filename, docs)
     if not result.points:
         raise ImportFileError(f"{filename}: no results in the file")
     for point in result.points:

@@ -28,7 +28,6 @@ from sweepcore.importers.common import (
     ImportedPoint,
     describe,
     latencies,
-    load_documents,
     make_point,
     method_of,
     request_records,
@@ -102,8 +101,8 @@ def _parse_sglang_one(doc: Doc, index: int, keep: int) -> ImportedPoint:
                   totals=totals)
 
 
-def parse(filename: str, text: str) -> ImportedFile:
-    docs = load_documents(filename, text)
+def parse(filename: str, docs: list) -> ImportedFile:
+    """`docs`: the file's documents (common.load_documents), parsed once by the caller."""
     points = []
     for i, (line, data) in enumerate(docs):
         doc = Doc(filename, data, line)

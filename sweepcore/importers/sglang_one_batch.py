@@ -19,7 +19,6 @@ from sweepcore.importers.common import (
     ImportedFile,
     ImportedPoint,
     clean_extra,
-    load_documents,
     make_point,
     method_of,
     tp_of,
@@ -86,8 +85,8 @@ def _parse_one_batch_one(doc: Doc, index: int) -> ImportedPoint:
     return point
 
 
-def parse(filename: str, text: str) -> ImportedFile:
-    docs = load_documents(filename, text)
+def parse(filename: str, docs: list) -> ImportedFile:
+    """`docs`: the file's documents (common.load_documents), parsed once by the caller."""
     points = []
     for i, (line, data) in enumerate(docs):
         doc = Doc(filename, data, line)

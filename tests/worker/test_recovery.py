@@ -18,7 +18,7 @@ from benchmarks.catalog import load_catalog
 from benchmarks.models import Host, Sweep, SweepStatus
 from runs import lifecycle
 from runs.lifecycle import SweepStateError, create_sweep, launch_sweep, refresh_sweep_status, resume_sweep, start_after
-from runs.models import Point, PointStatus, Run, RunEvent, RunEventKind, RunStatus
+from runs.models import Point, PointStatus, RequestRecord, Run, RunEvent, RunEventKind, RunStatus
 from runs.results.waiting import waiting_sentence
 from runs.worker import watch
 from runs.worker.executor import RunExecutor
@@ -103,6 +103,26 @@ def test_resume_measures_again_a_hung_run_but_not_a_crash_of_the_configuration(c
     assert hung.status == SweepStatus.DONE
     assert resume_sweep(hung, enqueue=False) == [run.pk]
     assert set(Point.objects.filter(run=run).exclude(pk=first.pk).values_list("status", flat=True)) == {"planned"}
+
+    # The point the hang cut off is measured again, its stalled requests dropped; the
+    # timeline says so.
+    cut = Point.objects.filter(run=run).exclude(pk=first.pk).order_by("position").first()
+    RequestRecord.objects.bulk_create(RequestRecord(point=cut, index=i, send_time=1.0 + i) for i in range(2))
+    hung.refresh_from_db()
+    run = Run.objects.get(pk=run.pk)
+    Point.objects.filter(pk=cut.pk).update(status="timeout", reason="no token for 60 s: the server stopped answering")
+    Run.objects.filter(pk=run.pk).update(status="crashed", failure_kind="hung", failure_cause="the process is alive "
+                                         "but not answering")
+    Sweep.objects.filter(pk=hung.pk).update(status="done")
+    hung.refresh_from_db()
+    assert resume_sweep(hung, enqueue=False) == [run.pk]
+    assert Point.objects.filter(pk=cut.pk).values_list("status", "reason").get() == ("planned", "")
+    assert not RequestRecord.objects.filter(point=cut).exists()
+    assert Point.objects.filter(pk=first.pk).values_list("status", flat=True).get() == "ok"
+    event = RunEvent.objects.filter(run=run, kind=RunEventKind.RESUMED).order_by("-at", "-pk").first()
+    assert event.message.endswith("its point long-context, 2,000 tokens, c=1 was cut off by the hang "
+                                  "(no token for 60 s: the server stopped answering): measured again")
+    assert event.data["measured_again"] == cut.position
 
     crashed = launched("illegal")
     failure = Failure(FailureKind.CUDA_ILLEGAL_INSTRUCTION, "CUDA error: an illegal instruction was encountered", ())
