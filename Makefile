@@ -39,7 +39,7 @@ screenshots: $(STAMP)
 
 # The fault suite (bench/faults.py): web + worker on a private PostgreSQL and Redis, one
 # small simulated sweep per fault (broker and database restarts, a killed worker, a frozen
-# server, a full log disk, oversized input), a table of what each lost. About 10 minutes.
+# server, a full log disk, oversized input), a table of what each lost. About 8 minutes.
 faults: $(STAMP)
 	$(PY) bench/faults.py $(FAULTS_ARGS)
 
