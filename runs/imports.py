@@ -1,8 +1,9 @@
 """Storing an imported benchmark result file (sweepcore.importers parses it) as a sweep.
 
-``import_file(name, data, fmt, host, model, user)`` is the one entry point, for the
+``import_file(name, source, fmt, host, model, user)`` is the one entry point, for the
 ``import_results`` command and for a view (an upload form or the API): it takes the file's
-name and bytes, stores everything in one transaction and returns an :class:`ImportResult`.
+name and the file (opened for reading bytes, read as a stream: sweepcore.importers) or its
+bytes, stores everything in one transaction and returns an :class:`ImportResult`.
 Anything wrong -- the file (:class:`sweepcore.importers.ImportFileError`) or the catalog
 (:class:`CatalogError`) -- raises a :class:`sweepcore.importers.ImportRefused` with a one-line
 message, and nothing is stored.
@@ -42,7 +43,6 @@ What is stored
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 
 from django.db import IntegrityError, transaction
@@ -95,10 +95,6 @@ class ImportResult:
             f"{self.points} point{'s' if self.points != 1 else ''}, "
             f"{self.requests} request record{'s' if self.requests != 1 else ''}{sampled}"
         )
-
-
-def sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
 
 
 def existing_import(digest: str):
@@ -193,19 +189,19 @@ def _engine_kind(parsed):
     return None
 
 
-def import_file(name, data, fmt=None, host=None, model=None, user=None, engine=None, tp=None, workload=None):
+def import_file(name, source, fmt=None, host=None, model=None, user=None, engine=None, tp=None, workload=None):
     """Import one result file (see the module docstring); returns an ImportResult.
 
-    ``name``: the file's name as the user knows it (a basename is stored); ``data``: its
-    bytes; ``fmt``: one of sweepcore.importers.FORMATS, or None to detect it; ``host``,
+    ``name``: the file's name as the user knows it (a basename is stored); ``source``: the
+    file, opened for reading bytes (an upload, an open file), or its bytes; ``fmt``: one of sweepcore.importers.FORMATS, or None to detect it; ``host``,
     ``model``, ``engine``: catalog names; ``user``: the sweep's owner; ``tp``: the TP when
     the file does not say; ``workload``: a workload name instead of the file's dataset.
     Raises ImportRefused (ImportFileError, CatalogError) with a one-line message.
     """
     filename = (name or "upload").replace("\\", "/").rsplit("/", 1)[-1] or "upload"
-    digest = sha256(data)
     # The file is checked first: a malformed one is refused the same way, stored or not.
-    parsed = importers.parse(filename, importers.decode(filename, data), fmt)
+    parsed = importers.parse(filename, source, fmt)
+    digest = parsed.sha256
     found = existing_import(digest)
     if found is not None:
         return _already(found)

@@ -41,12 +41,13 @@ def import_results(request, file: File[UploadedFile], fields: Form[ImportFields]
     / ``bench_one_batch_server`` JSONL file as a sweep (multipart form). 201: imported;
     200: the same file was imported before (nothing stored); 400: the line and field that
     is wrong, or the unknown host / model, and nothing stored; 413: the file is larger than
-    the limit (README "Limits"), checked before it is read."""
+    the limit (README "Limits"), checked before it is read; the file is then read as a
+    stream (its upload is on disk beyond 2 MiB), never whole into memory."""
     require(request, "benchmarks.add_sweep", "import results")
     if file.size > IMPORT_MAX_BYTES:
         raise HttpError(413, too_large_upload(file))
     try:
-        result = import_file(file.name, file.read(), fmt=fields.format or None, host=fields.host,
+        result = import_file(file.name, file, fmt=fields.format or None, host=fields.host,
                              model=fields.model or None, user=request.user, engine=fields.engine or None,
                              tp=fields.tp, workload=fields.workload or None)
     except ImportRefused as exc:

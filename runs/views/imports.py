@@ -21,7 +21,7 @@ def import_new(request):
         data = form.cleaned_data
         try:
             result = import_file(
-                data["file"].name, data["file"].read(), fmt=data["format"] or None, host=data["host"],
+                data["file"].name, data["file"], fmt=data["format"] or None, host=data["host"],
                 model=data["model"] or None, user=request.user, engine=data["engine"] or None, tp=data["tp"],
                 workload=data["workload"] or None,
             )

@@ -1,11 +1,14 @@
 """Parsers for the result files that vLLM and SGLang benchmarks write.  Pure Python, no Django.
 
-``detect_format(filename, text)`` names the format of a file; ``parse(filename, text, fmt)``
-turns it into an :class:`ImportedFile`: plain dataclasses with Sweeplab's field names
-(:class:`ImportedPoint`, one per benchmark run in the file, and :class:`ImportedRequest` for
-per-request arrays).  Whatever does not map is kept, under its own name, in the point's
-``extra``.  A file that is wrong anywhere raises :class:`ImportFileError` naming the line
-(JSON Lines) or the document, and the field: nothing of it is used.  ``runs.imports``
+``detect_format(filename, source)`` names the format of a file; ``parse(filename, source,
+fmt)`` (``source``: the file opened for reading bytes, or its bytes or text) reads it as a
+stream (``reader``: never the whole file in memory; ``arrays``: the per-request arrays held
+compactly) and turns it into an :class:`ImportedFile`: plain dataclasses with Sweeplab's
+field names (:class:`ImportedPoint`, one per benchmark run in the file, and
+:class:`ImportedRequest` for per-request arrays).  Whatever does not map is kept, under its
+own name, in the point's ``extra``.  A file that is wrong anywhere raises
+:class:`ImportFileError` naming the line (JSON Lines) or the document, and the field:
+nothing of it is used.  ``runs.imports``
 stores the result in the database.
 
 Each format has its parser module (``vllm``, ``sglang``, ``sglang_one_batch``: where its
@@ -81,6 +84,9 @@ or spec-decode fields without a named algorithm -> ``speculative``.  TP comes fr
 
 from __future__ import annotations
 
+import io
+from typing import BinaryIO
+
 from sweepcore.importers import sglang, sglang_one_batch, vllm
 from sweepcore.importers.common import (
     MAX_EXTRA_FIELD_BYTES,
@@ -93,10 +99,8 @@ from sweepcore.importers.common import (
     ImportedRequest,
     ImportFileError,
     ImportRefused,
-    decode,
-    give_verdict,
-    load_documents,
 )
+from sweepcore.importers.reader import prescan, read_documents
 
 VLLM = vllm.FORMAT
 SGLANG = sglang.FORMAT
@@ -105,6 +109,9 @@ FORMATS = (VLLM, SGLANG, SGLANG_ONE_BATCH)
 FORMAT_DESCRIPTIONS = {m.FORMAT: m.DESCRIPTION for m in (vllm, sglang, sglang_one_batch)}
 FORMAT_DETAILS = {m.FORMAT: m.DETAILS for m in (vllm, sglang, sglang_one_batch)}
 PARSERS = {m.FORMAT: m.parse for m in (vllm, sglang, sglang_one_batch)}
+
+
+Source = BinaryIO | bytes | str  # a result file: opened for reading bytes, or its bytes or text
 
 
 # --- Detection ---------------------------------------------------------------------------
@@ -130,9 +137,11 @@ def _unknown_format(where: str) -> ImportFileError:
     )
 
 
-def detect_format(filename: str, text: str) -> str:
+def detect_format(filename: str, source: Source) -> str:
     """The format of a result file, from its fields (ImportFileError when none fits)."""
-    return _format_of_documents(filename, load_documents(filename, text))
+    raw = _binary(source)
+    prescan(filename, raw)
+    return _format_of_documents(filename, read_documents(filename, raw))
 
 
 def _format_of_documents(filename: str, docs: list) -> str:
@@ -146,23 +155,35 @@ def _format_of_documents(filename: str, docs: list) -> str:
     return fmt
 
 
-def parse(filename: str, text: str, fmt: str | None = None) -> ImportedFile:
-    """Parse a result file (its format detected when not given); ImportFileError if wrong."""
+def parse(filename: str, source: Source, fmt: str | None = None) -> ImportedFile:
+    """Parse a result file (its format detected when not given); ImportFileError if wrong.
+    ``source``: the file, opened for reading bytes (it is read from the start, in chunks),
+    or its bytes or text."""
     if fmt is not None and fmt not in PARSERS:
         raise ImportFileError(f"unknown format {fmt!r}; known formats: {', '.join(FORMATS)}")
-    docs = load_documents(filename, text)  # once: a large file's parse is most of an import's time
+    raw = _binary(source)
+    facts = prescan(filename, raw)
+    docs = read_documents(filename, raw)
     if fmt is None:
         fmt = _format_of_documents(filename, docs)
     result = PARSERS[fmt](filename, docs)
     if not result.points:
         raise ImportFileError(f"{filename}: no results in the file")
-    for point in result.points:
-        give_verdict(point)
+    result.sha256 = facts.sha256
     return result
+
+
+def _binary(source: Source) -> BinaryIO:
+    if isinstance(source, str):
+        return io.BytesIO(source.encode("utf-8"))
+    if isinstance(source, bytes):
+        return io.BytesIO(source)
+    source.seek(0)
+    return source
 
 
 __all__ = [
     "MAX_EXTRA_FIELD_BYTES", "MAX_FILE_BYTES", "MAX_POINTS_PER_FILE", "MAX_REQUESTS_PER_FILE", "MAX_REQUESTS_PER_POINT",
     "FORMATS", "FORMAT_DESCRIPTIONS", "FORMAT_DETAILS", "ImportFileError", "ImportRefused", "ImportedFile",
-    "ImportedPoint", "ImportedRequest", "decode", "detect_format", "parse",
+    "ImportedPoint", "ImportedRequest", "detect_format", "parse",
 ]

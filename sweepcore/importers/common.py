@@ -9,9 +9,11 @@ import math
 import re
 from dataclasses import dataclass, field
 from datetime import datetime
+from itertools import compress
 from typing import Any
 
 from sweepcore import metrics as metrics_lib
+from sweepcore.importers.arrays import Column, StreamedArray, describe
 from sweepcore.methods import AUTOREGRESSIVE, SPECULATIVE, imported_method
 from sweepcore.spec import INT_COLUMN_MAX, beyond
 
@@ -115,6 +117,7 @@ class ImportedFile:
     format: str
     filename: str
     points: list[ImportedPoint]
+    sha256: str = ""  # of the file's bytes
 
     @property
     def request_count(self):
@@ -122,23 +125,6 @@ class ImportedFile:
 
 
 # --- Reading the text --------------------------------------------------------------------
-
-
-def describe(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, str):
-        text = value if len(value) <= 40 else value[:37] + "..."
-        return json.dumps(text)
-    if isinstance(value, (int, float)):
-        return repr(value)
-    if isinstance(value, list):
-        return f"a list of {len(value)}"
-    if isinstance(value, dict):
-        return "an object"
-    return type(value).__name__
 
 
 class Doc:
@@ -218,92 +204,22 @@ class Doc:
             raise self.error(name, f"expected a positive number or \"inf\", got {value!r}")
         return float(value)
 
-    def array(self, name: str, length: int | None, item: str) -> list | None:
-        """A per-request array: numbers, lists of numbers, or strings (null items allowed
-        for strings, as an empty text)."""
+    def array(self, name: str, length: int | None):
+        """A per-request array (PER_REQUEST_ARRAYS), as the reader holds it
+        (arrays.Column): of ``length`` items when given, its first wrong item reported."""
         value = self.raw(name)
         if value is None:
             return None
-        if not isinstance(value, list):
+        if not isinstance(value, Column):
             raise self.error(name, f"expected a list, got {describe(value)}")
-        if length is not None and len(value) != length:
-            raise self.error(name, f"expected {length} items (one per request), got {len(value)}")
-        for i, v in enumerate(value):
-            path = f"{name}[{i}]"
-            if item == "number":
-                if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v) or v < 0:
-                    raise self.error(path, f"expected a number >= 0, got {describe(v)}")
-            elif item == "integer":
-                if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-                    raise self.error(path, f"expected an integer >= 0, got {describe(v)}")
-                if v > INT_COLUMN_MAX:
-                    raise self.error(path, f"expected an integer {beyond(INT_COLUMN_MAX)}, got {v}")
-            elif item == "numbers":
-                if not isinstance(v, list):
-                    raise self.error(path, f"expected a list of numbers, got {describe(v)}")
-                for j, x in enumerate(v):
-                    if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x) or x < 0:
-                        raise self.error(f"{path}[{j}]", f"expected a number >= 0, got {describe(x)}")
-            elif item == "string":
-                if v is not None and not isinstance(v, str):
-                    raise self.error(path, f"expected a string, got {describe(v)}")
+        if length is not None and value.count != length:
+            raise self.error(name, f"expected {length} items (one per request), got {value.count}")
+        if value.problem is not None:
+            raise self.error(*value.problem)
         return value
 
     def unused(self) -> dict[str, Any]:
         return {k: v for k, v in self.data.items() if k not in self.used}
-
-
-def _json_error(where: str, exc: json.JSONDecodeError, line: int | None = None) -> ImportFileError:
-    lineno = line if line is not None else exc.lineno
-    return ImportFileError(f"{where} line {lineno} column {exc.colno}: invalid JSON ({exc.msg})")
-
-
-def _loads(where: str, text: str) -> Any:
-    """json.loads, with JSON nested deeper than its reader goes (about 1,000 levels) refused
-    as the file's error rather than a RecursionError."""
-    try:
-        return json.loads(text)
-    except RecursionError:
-        raise ImportFileError(f"{where}: JSON nested too deep to read") from None
-
-
-def load_documents(filename: str, text: str) -> list[tuple[int | None, Any]]:
-    """The JSON objects of a file, with their line numbers (None for a single document
-    that spans lines).  JSON Lines (one object per line) and one JSON document both work;
-    more than MAX_POINTS_PER_FILE lines are refused before they are parsed."""
-    if text.startswith("\ufeff"):
-        text = text[1:]
-    lines = text.splitlines()
-    numbered = [(i, line) for i, line in enumerate(lines, 1) if line.strip()]
-    if not numbered:
-        raise ImportFileError(f"{filename}: the file is empty")
-    first_no, first = numbered[0]
-    try:
-        first_value = _loads(f"{filename} line {first_no}", first)
-    except json.JSONDecodeError:
-        first_value = None
-    if not isinstance(first_value, dict):
-        # Not one object per line: one document, perhaps pretty-printed.
-        try:
-            return [(None, _loads(filename, text))]
-        except json.JSONDecodeError as exc:
-            raise _json_error(filename, exc) from None
-    if len(numbered) > MAX_POINTS_PER_FILE:
-        raise ImportFileError(f"{filename}: {len(numbered):,} results (lines); a file may hold "
-                              f"{beyond(MAX_POINTS_PER_FILE, "results")}: split it")
-    docs = [(first_no, first_value)]  # parsed once: a one-line file may be the whole upload
-    for no, line in numbered[1:]:
-        try:
-            docs.append((no, _loads(f"{filename} line {no}", line)))
-        except json.JSONDecodeError as exc:
-            raise _json_error(filename, exc, line=no) from None
-    if len(docs) == 1 and not _is_jsonl_name(filename):
-        docs = [(None, docs[0][1])]  # a one-line JSON document: no line to name
-    return docs
-
-
-def _is_jsonl_name(filename: str) -> bool:
-    return filename.lower().endswith((".jsonl", ".ndjson"))
 
 
 # --- Shared pieces -----------------------------------------------------------------------
@@ -332,9 +248,11 @@ def kept_extra(doc: Doc) -> dict[str, Any]:
     kept: dict[str, Any] = {}
     left_out: dict[str, str] = {}
     for name, value in doc.unused().items():
-        if isinstance(value, list) and len(value) > MAX_EXTRA_FIELD_BYTES // 2:  # 2 bytes an item at least
-            left_out[name] = f"a list of {len(value):,} items"
-            continue
+        if isinstance(value, StreamedArray):  # the reader kept its items while they could fit
+            if value.head is None:
+                left_out[name] = f"a list of {value.count:,} items"
+                continue
+            value = value.head
         value = clean_extra(value, f"{doc.where}: field {name!r}")
         size = len(json.dumps(value))
         if size > MAX_EXTRA_FIELD_BYTES:
@@ -403,7 +321,7 @@ def requests_per_point(points: int) -> int:
     return min(MAX_REQUESTS_PER_POINT, MAX_REQUESTS_PER_FILE // max(points, 1))
 
 
-def _sample(count: int, keep: int) -> range | list[int]:
+def sample(count: int, keep: int) -> range | list[int]:
     """The indices of the requests stored: all of them, or ``keep`` spread evenly over the
     run (the first ones alone would be its ramp-up)."""
     return range(count) if count <= keep else [i * count // keep for i in range(keep)]
@@ -418,17 +336,27 @@ def request_records(doc: Doc, with_start_times: bool, keep: int) -> tuple[list[I
         if not doc.has(name):
             raise doc.error(name, "missing: the per-request arrays come together "
                                   "(input_lens, output_lens, ttfts, itls)")
-    ttfts = doc.array("ttfts", None, "number")
-    n = len(ttfts)
-    input_lens = doc.array("input_lens", n, "integer")
-    output_lens = doc.array("output_lens", n, "integer")
-    itls = doc.array("itls", n, "numbers")
-    errors = doc.array("errors", n, "string") or [""] * n
-    starts = doc.array("start_times", n, "number") if with_start_times else None
-    ok = [not errors[i] and output_lens[i] > 0 and ttfts[i] > 0 for i in range(n)]
-    records = [_record(i, ok[i], ttfts[i], itls[i], input_lens[i], output_lens[i], errors[i] or "",
-                       float(starts[i]) if starts else None) for i in _sample(n, keep)]
-    return records, _totals(ok, input_lens, output_lens)
+    ttfts = doc.array("ttfts", None)
+    n = ttfts.count
+    input_lens = doc.array("input_lens", n)
+    output_lens = doc.array("output_lens", n)
+    itls = doc.array("itls", n)
+    errors = doc.array("errors", n)
+    starts = doc.array("start_times", n) if with_start_times else None
+    failed = errors.codes if errors is not None else bytes(n)  # nonzero: the request's error
+    ok = [not bad and out > 0 and ttft > 0 for bad, out, ttft in zip(failed, output_lens.values, ttfts.values)]
+    records = [_record(i, ok[i], ttfts[i], itls[i], input_lens[i], output_lens[i], errors[i] if errors is not None else "",
+                       starts[i] if starts is not None else None) for i in _stored(n, keep, itls.kept_indices)]
+    return records, _totals(ok, input_lens.values, output_lens.values)
+
+
+def _stored(count: int, keep: int, kept: list[int] | None) -> range | list[int]:
+    """The requests to store: ``sample(count, keep)``, from those whose ``itls`` the reader
+    kept when it kept a sample (its own, of the same size unless the file's layout misled
+    it: then an even sample of it)."""
+    if kept is None:
+        return sample(count, keep)
+    return kept if len(kept) <= keep else [kept[j * len(kept) // keep] for j in range(keep)]
 
 
 def _record(i, ok, ttft, itls, prompt, out, error, send_time) -> ImportedRequest:
@@ -454,46 +382,38 @@ def _record(i, ok, ttft, itls, prompt, out, error, send_time) -> ImportedRequest
     )
 
 
-def _totals(ok: list[bool], input_lens: list[int], output_lens: list[int]) -> RequestTotals:
+def _totals(ok: list[bool], input_lens, output_lens) -> RequestTotals:
     lengths = set(input_lens)
-    completed = [i for i, good in enumerate(ok) if good]
+    completed = sum(ok)
     return RequestTotals(
-        count=len(ok), failed=len(ok) - len(completed),
+        count=len(ok), failed=len(ok) - completed,
         same_prompt_length=lengths.pop() if len(lengths) == 1 else None,
-        mean_prompt_length=round(sum(input_lens[i] for i in completed) / len(completed)) if completed else None,
-        max_output=max((output_lens[i] for i in completed), default=None),
+        mean_prompt_length=round(sum(compress(input_lens, ok)) / completed) if completed else None,
+        max_output=max(compress(output_lens, ok), default=None),
     )
 
 
-def fill_from_requests(metrics: dict, extra: dict, records: list[ImportedRequest], duration) -> None:
-    """Fields no file has, computed from its request records (sweepcore.metrics definitions)."""
-    if not records:
-        return
-    rows = [dict(vars(r), send_time=r.send_time if r.send_time is not None else 0.0) for r in records]
-    summary = metrics_lib.summarize(rows, duration)
-    computed = []
-    for name in ("decode_tok_s",):
-        if metrics.get(name) is None and summary.get(name) is not None:
-            metrics[name] = summary[name]
-            computed.append(name)
-    if computed:
-        extra["computed_from_requests"] = computed
-
-
-def give_verdict(point: "ImportedPoint") -> None:
-    """The imported point's verdict (sweepcore.validity) and intervals, judged on what the
-    file has: its request records when it has them, else its figures. A file records
-    neither the host's load nor the client's, so those rules cannot apply; nor are the
-    asked lengths known (a random dataset's lengths vary by design)."""
+def judge_point(metrics: dict, extra: dict, records: list[ImportedRequest]) -> None:
+    """What the file does not have, from its request records, summarized once
+    (sweepcore.metrics definitions): decode speed where the file lacks it (named in
+    ``extra.computed_from_requests``) and the intervals of the medians; then the point's
+    verdict (sweepcore.validity), judged on what the file has: its request records when it
+    has them, else its figures. A file records neither the host's load nor the client's,
+    so those rules cannot apply; nor are the asked lengths known (a random dataset's
+    lengths vary by design)."""
     from sweepcore.validity import judge
 
-    records = None
-    if point.requests:
-        records = [dict(vars(r), send_time=r.send_time if r.send_time is not None else 0.0) for r in point.requests]
-        point.metrics["intervals"] = metrics_lib.summarize(records, point.metrics.get("duration"))["intervals"]
-    verdict = judge(records, point.metrics)
-    point.metrics["validity"] = verdict.validity
-    point.metrics["validity_reasons"] = verdict.reasons_json()
+    rows = None
+    if records:
+        rows = [dict(vars(r), send_time=r.send_time if r.send_time is not None else 0.0) for r in records]
+        summary = metrics_lib.summarize(rows, metrics.get("duration"))
+        if metrics.get("decode_tok_s") is None and summary.get("decode_tok_s") is not None:
+            metrics["decode_tok_s"] = summary["decode_tok_s"]
+            extra["computed_from_requests"] = ["decode_tok_s"]
+        metrics["intervals"] = summary["intervals"]
+    verdict = judge(rows, metrics)
+    metrics["validity"] = verdict.validity
+    metrics["validity_reasons"] = verdict.reasons_json()
 
 
 def mean_prompt_length(totals: RequestTotals, metrics: dict) -> int | None:
@@ -529,7 +449,6 @@ def make_point(doc, index, metrics, records, *, workload, kind, method, params, 
         metrics["failed"] = totals.failed
     if completed is not None and totals.count and completed != totals.count - totals.failed:
         extra["completed_in_requests"] = totals.count - totals.failed
-    fill_from_requests(metrics, extra, records, metrics.get("duration"))
     if max_concurrency is not None:
         concurrency = max_concurrency
     else:
@@ -558,6 +477,7 @@ def make_point(doc, index, metrics, records, *, workload, kind, method, params, 
     _check_columns(doc, prompt_tokens=prompt_tokens, actual_prompt_tokens=measured_length,
                    max_new_tokens=target_output, concurrency=concurrency)
     extra.update(kept_extra(doc))
+    judge_point(metrics, extra, records)
     return ImportedPoint(
         index=index, line=doc.line, workload=workload, workload_kind=kind,
         dataset_path=str(doc.data.get("dataset_path") or ""),
@@ -578,10 +498,3 @@ def _check_columns(doc: Doc, **settings: int | None) -> None:
         if value is not None and value > INT_COLUMN_MAX:
             raise ImportFileError(f"{doc.where}: the point's {name} comes to {value:,}; the database holds "
                                   f"{beyond(INT_COLUMN_MAX)}")
-
-
-def decode(filename: str, data: bytes) -> str:
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ImportFileError(f"{filename}: not UTF-8 text (byte {exc.start})") from None

@@ -86,7 +86,7 @@ def _parse_one_batch_one(doc: Doc, index: int) -> ImportedPoint:
 
 
 def parse(filename: str, docs: list) -> ImportedFile:
-    """`docs`: the file's documents (common.load_documents), parsed once by the caller."""
+    """`docs`: the file's documents (reader.read_documents), read once by the caller."""
     points = []
     for i, (line, data) in enumerate(docs):
         doc = Doc(filename, data, line)

@@ -102,7 +102,7 @@ def _parse_vllm_one(doc: Doc, index: int, keep: int) -> ImportedPoint:
 
 
 def parse(filename: str, docs: list) -> ImportedFile:
-    """`docs`: the file's documents (common.load_documents), parsed once by the caller."""
+    """`docs`: the file's documents (reader.read_documents), read once by the caller."""
     points = []
     for i, (line, data) in enumerate(docs):
         doc = Doc(filename, data, line)

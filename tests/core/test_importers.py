@@ -285,7 +285,7 @@ def test_other_malformed_cases():
     with pytest.raises(ImportFileError, match=r"^a\.jsonl line 2: expected a JSON object, got a list of 2"):
         importers.parse("a.jsonl", text(ONE_BATCH_FILE).splitlines()[0] + "\n[1, 2]\n", "sglang-one-batch")
     with pytest.raises(ImportFileError, match="not UTF-8 text"):
-        importers.decode("b.json", b"\xff\xfe{")
+        importers.parse("b.json", b"\xff\xfe{")
     with pytest.raises(ImportFileError, match=r"field 'batch_size': expected an integer >= 1, got 0"):
         line = json.loads(text(ONE_BATCH_FILE).splitlines()[0])
         importers.parse("c.jsonl", json.dumps(dict(line, batch_size=0)))

@@ -67,6 +67,35 @@ def test_pooled_median_ci_is_seeded():
     assert stats.pooled_median_ci(groups[:5]) is None
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_pooled_medians_at_once_are_np_median_of_each_resample(seed):
+    """The bootstrap's medians taken at once equal np.median of each resample's groups
+    concatenated, to the bit: ties, empty and odd/even pools included."""
+    import numpy as np
+
+    rng = random.Random(seed)
+    arrays = []
+    for _ in range(rng.choice([6, 7, 40, 133])):
+        size = rng.choice([1, 2, 3, 16, rng.randint(1, 40)])
+        values = [round(rng.random(), 1) for _ in range(size)] if seed % 2 else \
+            [rng.lognormvariate(0, 1) for _ in range(size)]
+        arrays.append(np.asarray(values))
+    draw = np.random.default_rng(seed)
+    picks = [draw.integers(0, len(arrays), len(arrays)) for _ in range(300)]
+    expected = [np.median(np.concatenate([arrays[j] for j in pick])) for pick in picks]
+    assert stats._pooled_medians(arrays, iter(picks)).tolist() == expected
+
+
+def test_pooled_median_ci_is_the_same_whatever_the_block_of_resamples_taken_at_once(monkeypatch):
+    rng = random.Random(3)
+    groups = [[rng.lognormvariate(0, 0.5) for _ in range(rng.randint(0, 20))] for _ in range(60)]
+    default = stats.pooled_median_ci(groups)
+    monkeypatch.setattr(stats, "POOLED_BLOCK", 1)  # one resample at a time
+    assert stats.pooled_median_ci(groups) == default
+    monkeypatch.setattr(stats, "POOLED_BLOCK", 10**9)  # all at once
+    assert stats.pooled_median_ci(groups) == default
+
+
 def test_relative_half_width():
     assert stats.relative_half_width((95.0, 105.0), 100.0) == pytest.approx(0.05)
     assert stats.relative_half_width(None, 100.0) is None

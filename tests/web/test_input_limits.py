@@ -3,6 +3,7 @@
 from `sweep`; a spec at every bound is stored; an import stores a bounded number of
 request records and its points' API answers stay small (README "Limits")."""
 
+import hashlib
 import json
 from io import StringIO
 
@@ -12,6 +13,7 @@ from django.core.management import call_command
 from django.test import Client
 
 from benchmarks.models import Sweep
+from runs.imports import import_file
 from runs.models import Point, RequestRecord
 from sweepcore import spec as spec_mod
 from sweepcore.importers import common
@@ -148,6 +150,23 @@ def test_an_import_over_the_record_cap_stores_a_sample_and_says_so(client, opera
     assert answer.status_code == 200 and len(answer.content) < 20_000
     assert "latencies" not in answer.json()["extra"] and "latencies" in answer.json()["extra"]["left_out"]["fields"]
     assert client.get(f"/api/points/{point.pk}/requests?limit=5", **operator_auth).json()["count"] == 20
+
+
+def test_an_upload_spooled_to_disk_is_imported_from_its_file_under_its_digest(client, operator_auth, monkeypatch):
+    """Over 2 MiB, Django keeps an upload in a temporary file: the import reads that file in
+    chunks (sweepcore.importers.reader), and files it under the SHA-256 of its bytes."""
+    from django.core.files.uploadedfile import TemporaryUploadedFile
+
+    opened = []
+    monkeypatch.setattr("runs.api.imports.import_file",
+                        lambda name, source, **kw: opened.append(type(source)) or import_file(name, source, **kw))
+    data = vllm_detailed(40_000).encode()
+    assert len(data) > 2 * MiB
+    response = upload(client, operator_auth, data)
+    assert response.status_code == 201, response.content
+    assert opened == [TemporaryUploadedFile]
+    assert response.json()["requests_in_file"] == 40_000
+    assert Sweep.objects.get(pk=response.json()["sweep"]["id"]).import_sha256 == hashlib.sha256(data).hexdigest()
 
 
 def test_the_import_page_refuses_a_too_large_upload_with_its_form_and_the_limit(client, operator):

@@ -15,7 +15,7 @@ from django.core.management.base import BaseCommand, CommandError
 from django.db import DatabaseError
 
 from runs.imports import import_file
-from sweepcore.files import FileProblem, read_bytes
+from sweepcore.files import FileProblem, open_bytes
 from sweepcore.importers import FORMATS, MAX_FILE_BYTES, ImportRefused
 
 
@@ -36,16 +36,20 @@ class Command(BaseCommand):
                owner=None, **options):
         path = Path(file)
         try:
-            data = read_bytes(path, "a result file", MAX_FILE_BYTES)
+            source = open_bytes(path, "a result file", MAX_FILE_BYTES)
         except FileProblem as exc:
             raise CommandError(str(exc)) from None
+        with source:
+            self._import(path, source, fmt, host, model, engine, tp, workload, owner)
+
+    def _import(self, path, source, fmt, host, model, engine, tp, workload, owner):
         try:
             user = None
             if owner:
                 user = get_user_model().objects.filter(username=owner).first()
                 if user is None:
                     raise CommandError(f"--owner: no user named {owner!r}")
-            result = import_file(path.name, data, fmt=fmt, host=host, model=model, user=user, engine=engine,
+            result = import_file(path.name, source, fmt=fmt, host=host, model=model, user=user, engine=engine,
                                  tp=tp, workload=workload)
         except ImportRefused as exc:
             raise CommandError(str(exc)) from None
