@@ -157,6 +157,10 @@ def test_a_worker_killed_mid_run_is_taken_over_by_itself_without_losing_or_repea
     assert taken.startswith("taken over: its worker ") and taken.endswith(f"; its server (pgid {orphan}) was killed")
     resent = RunEvent.objects.filter(run=first, kind="queued", message__startswith="re-sent to host.sim-8x-rtxpro6000: "
                                                                               "its worker ")
-    assert resent.count() == 1
+    # Once, or again each SWEEPLAB_REQUEUE_AFTER_S (5 s) while no worker has taken it over yet
+    # (on a loaded machine the new worker's consumer can start later than that): never twice
+    # at once. A second delivery is harmless: the claim takes one.
+    sent_at = list(resent.order_by("at").values_list("at", flat=True))
+    assert sent_at and all((b - a).total_seconds() >= 5 for a, b in zip(sent_at, sent_at[1:])), sent_at
     assert not os.path.exists(f"/proc/{orphan}") or orphan not in simengine_pids()
     assert wait_for(lambda: not (simengine_pids() - before), timeout=10)
