@@ -193,8 +193,9 @@ def import_file(name, source, fmt=None, host=None, model=None, user=None, engine
     """Import one result file (see the module docstring); returns an ImportResult.
 
     ``name``: the file's name as the user knows it (a basename is stored); ``source``: the
-    file, opened for reading bytes (an upload, an open file), or its bytes; ``fmt``: one of sweepcore.importers.FORMATS, or None to detect it; ``host``,
-    ``model``, ``engine``: catalog names; ``user``: the sweep's owner; ``tp``: the TP when
+    file, opened for reading bytes (an upload, an open file), or its bytes; ``fmt``: one of
+    sweepcore.importers.FORMATS, or None to detect it; ``host``, ``model``, ``engine``:
+    catalog names; ``user``: the sweep's owner; ``tp``: the TP when
     the file does not say; ``workload``: a workload name instead of the file's dataset.
     Raises ImportRefused (ImportFileError, CatalogError) with a one-line message.
     """
