@@ -6,10 +6,12 @@ on two alike simulated hosts whose first worker is SIGKILLed mid-run.
 For the packed sweeps, from the stored leases: no GPU of a host ever held by two runs at
 once; every server told exactly the GPUs it leased (CUDA_VISIBLE_DEVICES), disjoint from
 those of every run it overlapped on its host; the same outcome for every run and point as
-the exclusive sweep (statuses, crash kinds, context-cap skips); and, point by point, no
-number the comparison rules call better or worse than the exclusive one's beyond a tenth of
-the points compared (the rules' false-positive rate is 1.5-2.6 %, bench/validity.py). The killed
-host's runs finish on the other host, their GPUs given back only once stale."""
+the exclusive sweep (statuses, crash kinds, context-cap skips); every server launched with
+the exclusive run's command, its port apart; and, point by point, no decode speed the
+comparison rule calls better or worse than the exclusive one's by more than a fifth, beyond
+the rule's chance (a tenth of the points compared: its false-positive rate is 1.5-2.6 %,
+bench/validity.py). The killed host's runs finish on the other host, their GPUs given back
+only once stale."""
 
 import os
 import signal
@@ -31,6 +33,12 @@ from tests.e2e.test_sweep_worker import EXAMPLE, fast_engine, wait_sweep
 pytestmark = pytest.mark.slow
 
 A, B = "sim-8x-rtxpro6000", "sim-8x-rtxpro6000-b"
+#: The comparison's margin. Packed, up to 16 servers and their clients share this machine's
+#: 2 cores, against one at a time exclusive: the autoregressive points, whose spread is a few
+#: per cent, came out up to 12 % slower, which the rule rightly calls worse (the CPU, not
+#: packing). A point measured with another's configuration differs by 24 % or more (TP4 and
+#: TP8, 3,000 and 32,700 tokens of context); the commands themselves are compared exactly.
+SPOILED_PCT = 20
 STALE_S = 6  # heartbeats every 1.5 s (a quarter of it): a busy worker is not taken for dead
 ENV = {"SWEEPLAB_STALE_CLAIM_S": str(STALE_S), "SWEEPLAB_GPU_LEASE_POLL_S": "0.5", "SWEEPLAB_TAKE_POLL_S": "0.5"}
 
@@ -51,11 +59,13 @@ def example(packing, hosts):
 
 
 def outcome(sweep):
-    """{(method, params, tp): (run status, failure kind, {(workload, prompt): (status, point)})}."""
+    """{(method, params, tp): (run status, failure kind, {(workload, prompt): point}, command)},
+    the command as launched with its port left out."""
     result = {}
     for run in Run.objects.filter(sweep=sweep).order_by("position"):
         points = {(p.workload.name, p.prompt_tokens): p for p in run.points.select_related("workload")}
-        result[(run.method, run.params_key, run.tp)] = (run.status, run.failure_kind, points)
+        command = [a if b != "--port" else "PORT" for b, a in zip([None, *run.argv], run.argv)]
+        result[(run.method, run.params_key, run.tp)] = (run.status, run.failure_kind, points, command)
     return result
 
 
@@ -93,13 +103,15 @@ def speeds(point):
 
 
 def same_as(exclusive, packed):
-    """Every run and point ends as in the exclusive sweep; returns the comparison verdicts of
-    the points neither sweep calls invalid, and the (exclusive, packed) verdict pairs."""
+    """Every run and point ends as in the exclusive sweep, each server launched alike; returns
+    the comparison verdicts of the points neither sweep calls invalid, those of them beyond
+    SPOILED_PCT, and the (exclusive, packed) verdict pairs."""
     assert packed.keys() == exclusive.keys()
-    verdicts, validity = Counter(), Counter()
-    for config, (status, kind, points) in exclusive.items():
-        p_status, p_kind, p_points = packed[config]
+    verdicts, validity, beyond = Counter(), Counter(), []
+    for config, (status, kind, points, command) in exclusive.items():
+        p_status, p_kind, p_points, p_command = packed[config]
         assert (p_status, p_kind) == (status, kind), config
+        assert p_command == command and (command or status != "done"), (config, command, p_command)
         assert p_points.keys() == points.keys(), config
         for key, point in points.items():
             other = p_points[key]
@@ -109,8 +121,13 @@ def same_as(exclusive, packed):
                 # An invalid point's numbers are not to be compared (its verdict says why);
                 # valid and suspect ones are compared by the comparison pages' own rule.
                 if "invalid" not in (point.validity, other.validity):
-                    verdicts[compare_samples(speeds(point), speeds(other), higher_is_better=True).verdict] += 1
-    return verdicts, validity
+                    comparison = compare_samples(speeds(point), speeds(other), higher_is_better=True)
+                    verdicts[comparison.verdict] += 1
+                    if comparison.verdict != "same" or abs(comparison.diff_pct or 0) > SPOILED_PCT:
+                        print(config, key, comparison.verdict, comparison.reason)
+                    if comparison.verdict in ("better", "worse") and abs(comparison.diff_pct) > SPOILED_PCT:
+                        beyond.append((config, key, comparison.reason))
+    return verdicts, beyond, validity
 
 
 def test_the_example_packed_on_one_and_two_hosts_ends_as_exclusive(catalog, tmp_path):
@@ -145,17 +162,17 @@ def test_the_example_packed_on_one_and_two_hosts_ends_as_exclusive(catalog, tmp_
     sweeps["pack-2"] = sweep
 
     exclusive = outcome(sweeps["exclusive"])
-    assert len(exclusive) == 23 and {s for s, _, _ in exclusive.values()} >= {"done", "crashed"}
+    assert len(exclusive) == 23 and {s for s, _, _, _ in exclusive.values()} >= {"done", "crashed"}
     for name in ("pack", "pack-2"):
         spans = no_gpu_held_twice_and_each_server_saw_its_own(sweeps[name])
-        verdicts, validity = same_as(exclusive, outcome(sweeps[name]))
+        verdicts, beyond, validity = same_as(exclusive, outcome(sweeps[name]))
         compared = sum(verdicts.values())
-        differ = verdicts["better"] + verdicts["worse"]
         print(f"{name}: {spans} holdings; verdict pairs (exclusive, packed) {dict(validity)}; "
-              f"{compared} compared: {dict(verdicts)}; makespan {sweep_gantt(sweeps[name])['ratio']:.2f} x ideal")
+              f"{compared} compared: {dict(verdicts)}, {len(beyond)} beyond {SPOILED_PCT} %; "
+              f"makespan {sweep_gantt(sweeps[name])['ratio']:.2f} x ideal")
         # The comparison rule calls 1.5-2.6 % of identical pairs different (bench/validity.py):
         # about one of ~40 here by chance; a tenth would be packing spoiling the numbers.
-        assert compared >= 20 and differ <= max(2, compared // 10), verdicts
+        assert compared >= 20 and len(beyond) <= max(2, compared // 10), beyond
 
     # The killed host's runs were taken over by host B, their leases given back once stale.
     assert victims
