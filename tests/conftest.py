@@ -1,7 +1,8 @@
 """Fixtures of the Django tests (web, worker, e2e): the session's data folder, broker and
-HTTP settings, the demo catalog and a user per role. tests/core has its own pytest.ini and
-never loads this file when run on its own."""
+HTTP settings, the demo catalog and a user per role; where each test runs (its markers) and
+in what order. tests/core has its own pytest.ini and never loads this file."""
 
+import json
 import os
 from io import StringIO
 from pathlib import Path
@@ -12,8 +13,80 @@ from django.core.management import call_command
 from django.test import override_settings
 
 from sweeplab import settings as sweeplab_settings
+from tests.lanes import LANE_VARIABLE, lane_name, redis_url_for_lane
 
-TEST_BROKER_DIR = Path(django_settings.DATA_DIR) / "test-broker"
+LANE = lane_name()
+TEST_BROKER_DIR = Path(django_settings.DATA_DIR) / f"test-broker-{LANE}"
+E2E = Path(__file__).parent / "e2e"
+# Seconds each test took in CI, by its JUnit address (scripts/test-durations writes it from
+# the JUnit files .ci/run leaves in var/ci/): the longest start first, so that xdist's
+# workers end together.
+DURATIONS = Path(__file__).with_name("durations.json")
+# pytest-timeout's limit (pytest.ini: 600 s) for the tests that need longer: a vLLM test may
+# first build the engine's environment (minutes), and a quiet test measures for minutes.
+TIMEOUTS = {"vllm": 1800, "quiet": 900}
+
+
+def pytest_configure(config):
+    """The lane's name goes to every process a test starts (tests.lanes.in_lane), and a
+    Redis broker is the lane's own database, for this process and its children."""
+    os.environ[LANE_VARIABLE] = LANE
+    if django_settings.CELERY_BROKER_URL.startswith("redis://"):
+        url = redis_url_for_lane(django_settings.CELERY_BROKER_URL)
+        os.environ["CELERY_BROKER_URL"] = django_settings.CELERY_BROKER_URL = url
+
+        from sweeplab.celery import app
+
+        app.conf.broker_url = url
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_collection_modifyitems(config, items):
+    """Before selection: every e2e test says whether its outcome can depend on the database
+    or the broker (`backends`) or not (`agnostic`), so that a new one cannot silently run
+    on one backend only; tests/web and tests/worker are `backends` by their folder. After
+    pytest-django's ordering: the longest first within each of its groups."""
+    unmarked, quiet_on_both = [], []
+    for item in items:
+        if E2E in item.path.parents:
+            if not (item.get_closest_marker("backends") or item.get_closest_marker("agnostic")):
+                unmarked.append(item.nodeid)
+            elif item.get_closest_marker("backends") and item.get_closest_marker("quiet"):
+                quiet_on_both.append(item.nodeid)
+        else:
+            item.add_marker(pytest.mark.backends)
+        for marker, seconds in TIMEOUTS.items():
+            if item.get_closest_marker(marker) and not item.get_closest_marker("timeout"):
+                item.add_marker(pytest.mark.timeout(seconds))
+    if unmarked:
+        raise pytest.UsageError(
+            "these tests in tests/e2e say neither `backends` (CI runs them on both databases and brokers) "
+            "nor `agnostic` (once): mark each with @pytest.mark.backends or @pytest.mark.agnostic\n  "
+            + "\n  ".join(unmarked))
+    if quiet_on_both:
+        raise pytest.UsageError(
+            "a quiet test runs once, alone (.ci/run's last phase): keep what depends on the backend in a "
+            "`backends` test of its own\n  " + "\n  ".join(quiet_on_both))
+    yield
+    durations = json.loads(DURATIONS.read_text()) if DURATIONS.exists() else {}
+    items.sort(key=lambda item: (django_group(item), -durations.get(junit_address(item.nodeid), 0)))
+
+
+def junit_address(nodeid):
+    """How pytest's JUnit XML names a test: `tests.e2e.test_x::test_y[p]` (classname::name)."""
+    path, *names = nodeid.split("::")
+    return "::".join([".".join([path.removesuffix(".py").replace("/", "."), *names[:-1]]), names[-1]])
+
+
+def django_group(item):
+    """pytest-django's order of tests: database tests, then transactional ones, then none."""
+    marker = item.get_closest_marker("django_db")
+    fixtures = getattr(item, "fixturenames", ())
+    transactional = (marker is not None and (marker.kwargs.get("transaction") or marker.kwargs.get("reset_sequences"))) \
+        or "transactional_db" in fixtures or "live_server" in fixtures
+    if transactional:
+        return 1
+    return 0 if marker is not None or "db" in fixtures else 2
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -31,7 +104,7 @@ def _own_broker_folder(_data_dir):
     name runs of the test database. Workers started by tests inherit the variable."""
     from sweeplab.celery import app
 
-    os.environ["SWEEPLAB_BROKER_DIR"] = str(TEST_BROKER_DIR)
+    os.environ["SWEEPLAB_BROKER_DIR"] = str(TEST_BROKER_DIR)  # the lane's own
     if django_settings.CELERY_BROKER_URL.startswith("filesystem://"):
         sweeplab_settings.make_broker_folders(TEST_BROKER_DIR)
         app.conf.broker_transport_options = sweeplab_settings.filesystem_broker_options(TEST_BROKER_DIR)

@@ -11,6 +11,8 @@ from urllib.parse import quote
 
 from django.db import connection
 
+from tests.lanes import LANE_VARIABLE, in_lane
+
 ROOT = Path(__file__).resolve().parents[2]
 STUB = ROOT / "bench" / "stub_server.py"
 
@@ -85,12 +87,18 @@ def wait_for(predicate, timeout, interval=0.2):
     return predicate()
 
 
+def lane_pids():
+    """Process ids on this machine that this test lane started (tests.lanes): another lane's
+    servers are not this one's left-overs."""
+    lane = os.environ[LANE_VARIABLE]
+    return (int(entry.name) for entry in Path("/proc").iterdir() if entry.name.isdigit() and in_lane(entry.name, lane))
+
+
 def server_pids(module):
-    """Process ids of every `python -m <module>` server on this machine."""
+    """Process ids of this lane's `python -m <module>` servers."""
     pids = set()
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
+    for pid in lane_pids():
+        entry = Path("/proc") / str(pid)
         try:
             cmdline = (entry / "cmdline").read_bytes().split(b"\0")
         except OSError:
@@ -113,9 +121,8 @@ def vllm_pids():
     (`VLLM::EngineCore`, `VLLM::Worker`), so they are found by name as well. A killed one
     waiting to be reaped (a zombie: it holds nothing but its pid) does not count."""
     pids = server_pids("vllm.entrypoints.openai.api_server")
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
+    for pid in lane_pids():
+        entry = Path("/proc") / str(pid)
         try:
             name = (entry / "comm").read_text().strip()
             cmdline = (entry / "cmdline").read_bytes()

@@ -86,6 +86,7 @@ def log_in(page, live_server, username, password):
     page.wait_for_url(f"{live_server.url}/")
 
 
+@pytest.mark.backends
 def test_build_launch_watch_and_chart_a_sweep_in_the_browser(browser, operator, live_server, tmp_path):
     before = simengine_pids()
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
@@ -317,6 +318,7 @@ def test_build_launch_watch_and_chart_a_sweep_in_the_browser(browser, operator, 
     assert wait_for(lambda: not (simengine_pids() - before), timeout=10)
 
 
+@pytest.mark.agnostic
 def test_a_real_llama_cpp_sweep_in_the_browser(browser, operator, live_server, tmp_path):
     """The demo's real half, small: llama.cpp on this CPU, watched and charted in the
     browser. Its pictures open the README."""
@@ -360,6 +362,7 @@ def test_a_real_llama_cpp_sweep_in_the_browser(browser, operator, live_server, t
     assert wait_for(lambda: not (llamacpp_pids() - before), timeout=15)
 
 
+@pytest.mark.agnostic
 def test_a_suspect_bar_is_hatched_and_an_invalid_point_is_a_marker_with_its_reason(
         browser, catalog, roles, make_user, live_server):
     """Nothing suspect looks clean: on the sweep page's decode chart a suspect value is a

@@ -11,7 +11,7 @@ from runs.management.commands.demo import EXAMPLES, demo_spec
 from tests.e2e.processes import celery_worker
 from tests.e2e.test_browser import browser, doc_shot, log_in, shot  # noqa: F401 (browser: a fixture)
 
-pytestmark = [pytest.mark.slow, pytest.mark.second_pass]
+pytestmark = [pytest.mark.slow, pytest.mark.agnostic]
 
 HOST = "sim-8x-rtxpro6000"
 VIEWPORT = {"width": 1440, "height": 900}

@@ -25,7 +25,7 @@ from simengine import model as M
 from sweepcore.prompts import FIBONACCI_PROMPT
 from tests.e2e.test_executor import no_stray_servers, run_inline, spec  # noqa: F401
 
-pytestmark = [pytest.mark.slow, pytest.mark.first_pass]
+pytestmark = [pytest.mark.slow, pytest.mark.agnostic, pytest.mark.quiet]
 
 # A model second lasts 200 ms: DDTree's 8-46 ms steps take 1.6-9 ms of wall time, which the
 # client stamps well, with 64 streams at most.

@@ -82,6 +82,7 @@ def events(run):
 # --- real servers ---------------------------------------------------------------------
 
 
+@pytest.mark.agnostic
 @pytest.mark.slow
 def test_a_healthy_run_measures_every_point_and_stores_its_requests(catalog):
     sweep = run_inline(spec())
@@ -109,6 +110,7 @@ def test_a_healthy_run_measures_every_point_and_stores_its_requests(catalog):
     assert launched.message.startswith("CUDA_VISIBLE_DEVICES=0 ") and launched.data["cuda_visible_devices"] == "0"
 
 
+@pytest.mark.agnostic
 @pytest.mark.slow
 def test_a_missing_model_path_fails_preflight_naming_the_path(catalog):
     LLM.objects.create(name="gone", path="/dev/shm/sweeplab-test-missing/Qwen3.6-27B", context_length=32768)
@@ -121,6 +123,7 @@ def test_a_missing_model_path_fails_preflight_naming_the_path(catalog):
     assert "launched" not in events(run)
 
 
+@pytest.mark.agnostic
 @pytest.mark.slow
 @pytest.mark.parametrize("fault, kind", [("crash-on-start", None), ("oom-on-start", "cuda_oom")])
 def test_a_server_that_dies_at_start_up_is_crashed_with_its_cause(catalog, fault, kind):
@@ -135,6 +138,7 @@ def test_a_server_that_dies_at_start_up_is_crashed_with_its_cause(catalog, fault
     assert all(p.reason.startswith("server did not start: ") for p in run.points.all())
 
 
+@pytest.mark.agnostic
 @pytest.mark.slow
 def test_a_crash_after_some_requests_keeps_what_was_measured(catalog):
     fault_engine(catalog, "crash-after-requests:3")  # warmup + the 2 requests of point 1
@@ -150,6 +154,7 @@ def test_a_crash_after_some_requests_keeps_what_was_measured(catalog):
     assert run.points.get(status="not_run").reason.startswith("server died during long-context 1000 tokens x1: ")
 
 
+@pytest.mark.agnostic
 @pytest.mark.slow
 def test_a_stream_cut_mid_way_is_a_crash_not_a_slow_result(catalog):
     fault_engine(catalog, "crash-mid-stream:32")  # warmup asks 16 tokens, points 64
@@ -162,6 +167,7 @@ def test_a_stream_cut_mid_way_is_a_crash_not_a_slow_result(catalog):
     assert not Point.objects.filter(run=run, status="ok").exists()
 
 
+@pytest.mark.agnostic
 @pytest.mark.slow
 def test_a_hung_server_ends_timeout_then_crashed_within_bounds(catalog):
     fault_engine(catalog, "hang-after-tokens:40")  # warmup 16 tokens, then stalls in point 1
@@ -175,6 +181,7 @@ def test_a_hung_server_ends_timeout_then_crashed_within_bounds(catalog):
     assert elapsed < 60
 
 
+@pytest.mark.agnostic
 @pytest.mark.slow
 def test_slow_start_within_the_readiness_timeout_is_fine(catalog):
     fault_engine(catalog, "slow-start:200")  # 2 s at this time scale
@@ -182,6 +189,7 @@ def test_slow_start_within_the_readiness_timeout_is_fine(catalog):
     assert Run.objects.get(sweep=sweep).status == "done"
 
 
+@pytest.mark.agnostic
 @pytest.mark.slow
 def test_slow_start_beyond_the_readiness_timeout_fails_the_run(catalog):
     fault_engine(catalog, "slow-start:3000", readiness_timeout_s=3)  # 30 s at this time scale
@@ -193,6 +201,7 @@ def test_slow_start_beyond_the_readiness_timeout_fails_the_run(catalog):
     assert time.monotonic() - started < 20
 
 
+@pytest.mark.agnostic
 @pytest.mark.slow
 def test_a_context_the_server_cannot_hold_is_skipped_before_sending(catalog):
     # TP1's KV cache holds fewer than 30,000 + 64 + 16 tokens: capped at run time.
@@ -204,6 +213,7 @@ def test_a_context_the_server_cannot_hold_is_skipped_before_sending(catalog):
     assert tp4.points.get().status == "ok"
 
 
+@pytest.mark.agnostic
 @pytest.mark.slow
 def test_a_deterministic_crash_quarantines_the_configuration(catalog):
     the_spec = spec(methods=[{"ddtree": {"budget": [8, 15]}}], workloads=["fibonacci"])
@@ -219,6 +229,7 @@ def test_a_deterministic_crash_quarantines_the_configuration(catalog):
     assert planned.status == "skipped" and "illegal instruction" in planned.reason
 
 
+@pytest.mark.agnostic
 @pytest.mark.slow
 def test_a_retry_launches_the_configuration_again_and_keeps_what_it_measured(catalog):
     fault_engine(catalog, "crash-after-requests:3")
@@ -231,6 +242,7 @@ def test_a_retry_launches_the_configuration_again_and_keeps_what_it_measured(cat
     assert run.status == "crashed" and run.failure_kind == "cuda_illegal_instruction"
 
 
+@pytest.mark.backends
 @pytest.mark.slow
 def test_cancel_stops_the_running_run_at_a_point_boundary(catalog):
     import threading
@@ -272,6 +284,7 @@ def test_cancel_stops_the_running_run_at_a_point_boundary(catalog):
     assert {pk: Point.objects.get(pk=pk).output_throughput for pk in kept} == kept
 
 
+@pytest.mark.agnostic
 @pytest.mark.slow
 def test_sweep_run_inline_prints_the_results_as_json(catalog, tmp_path):
     import json
@@ -303,6 +316,7 @@ def test_sweep_run_inline_prints_the_results_as_json(catalog, tmp_path):
     assert json.loads(shown.getvalue()) == data
 
 
+@pytest.mark.agnostic
 @pytest.mark.slow
 def test_an_engine_template_that_cannot_be_filled_fails_the_run_without_launching(catalog):
     Engine.objects.create(
@@ -335,6 +349,7 @@ def codes(point):
 MACHINE_NOISE = {"host_busy", "cpu_steal"}  # what other processes on a shared test machine cause
 
 
+@pytest.mark.agnostic
 @pytest.mark.slow
 def test_a_simulated_point_is_stored_in_model_time_with_its_intervals_and_verdict(catalog):
     from sweepcore import metrics
@@ -357,6 +372,8 @@ def test_a_simulated_point_is_stored_in_model_time_with_its_intervals_and_verdic
     assert {"seconds", "foreign", "steal_share", "loadavg_1m"} <= set(point.host_load)
 
 
+@pytest.mark.agnostic
+@pytest.mark.quiet
 @pytest.mark.slow
 def test_a_simulated_point_at_a_sane_time_scale_is_not_below_the_clients_resolution(catalog):
     # TP1 steps take 37 ms of model time: 9 ms of wall time at 1/4, well above what the
@@ -375,6 +392,7 @@ def test_a_simulated_point_at_a_sane_time_scale_is_not_below_the_clients_resolut
     assert set(codes(point)) <= MACHINE_NOISE
 
 
+@pytest.mark.agnostic
 @pytest.mark.slow
 def test_repeats_pool_their_requests_into_one_point_and_keep_each_repeats_figures(catalog):
     sweep = run_inline(spec(workloads=["fibonacci"], requests_per_point=3, repeats=2))
@@ -388,6 +406,7 @@ def test_repeats_pool_their_requests_into_one_point_and_keep_each_repeats_figure
     assert point.duration == pytest.approx(sum(r["duration"] for r in repeats))
 
 
+@pytest.mark.agnostic
 @pytest.mark.slow
 def test_a_steady_state_point_keeps_its_ramp_requests_apart(catalog):
     sweep = run_inline(spec(workloads=["fibonacci"], concurrency=[2], requests_per_point=10,
@@ -403,6 +422,7 @@ def test_a_steady_state_point_keeps_its_ramp_requests_apart(catalog):
     assert point.output_throughput > 0 and point.duration > 0
 
 
+@pytest.mark.agnostic
 @pytest.mark.slow
 def test_until_stable_stops_early_on_a_steady_server(catalog):
     # The interval is narrow after a few requests; the rule also waits for the verdict's
@@ -416,6 +436,7 @@ def test_until_stable_stops_early_on_a_steady_server(catalog):
     assert point.duration * point.simulated_time_scale >= 1.0  # the wall window, from model time
 
 
+@pytest.mark.agnostic
 @pytest.mark.slow
 def test_until_stable_stops_at_max_requests_on_a_noisy_server(catalog):
     # DDTree's accepted drafts vary from step to step: short answers decode at very
@@ -428,6 +449,8 @@ def test_until_stable_stops_at_max_requests_on_a_noisy_server(catalog):
     assert point.completed == 12
 
 
+@pytest.mark.agnostic
+@pytest.mark.quiet
 @pytest.mark.slow
 def test_a_point_measured_beside_a_cpu_hog_is_suspect_and_names_it(catalog):
     import subprocess

@@ -14,7 +14,7 @@ import pytest
 
 from tests.e2e.processes import ROOT
 
-pytestmark = [pytest.mark.slow, pytest.mark.second_pass]
+pytestmark = [pytest.mark.slow, pytest.mark.agnostic]
 
 
 def test_a_frozen_server_costs_the_sweep_nothing_once_resumed(tmp_path):

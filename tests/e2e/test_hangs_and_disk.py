@@ -100,6 +100,7 @@ def freeze_mid_stream(frozen, thaw_after_stall=False):
 # --- hangs ------------------------------------------------------------------------------
 
 
+@pytest.mark.agnostic
 @pytest.mark.slow
 def test_a_server_frozen_mid_stream_ends_its_run_hung_within_the_stall_timeout_and_probe(slow_engine, quick_probe):
     frozen = {}
@@ -125,6 +126,7 @@ def test_a_server_frozen_mid_stream_ends_its_run_hung_within_the_stall_timeout_a
     assert not alive(frozen["pid"])
 
 
+@pytest.mark.agnostic
 @pytest.mark.slow
 def test_a_server_frozen_before_a_first_token_ends_its_run_hung_within_the_stall_timeout_and_probe(
         catalog, quick_probe, monkeypatch):
@@ -153,6 +155,7 @@ def test_a_server_frozen_before_a_first_token_ends_its_run_hung_within_the_stall
     assert not alive(run.pid)
 
 
+@pytest.mark.agnostic
 @pytest.mark.slow
 def test_a_frozen_server_that_answers_again_before_the_probe_gives_up_goes_on(slow_engine, monkeypatch):
     monkeypatch.setenv("SWEEPLAB_HANG_PROBE_S", "15")
@@ -174,6 +177,7 @@ def test_a_frozen_server_that_answers_again_before_the_probe_gives_up_goes_on(sl
     assert len(said) == 2 and said[1].endswith("the server answered its health probe again; going on")
 
 
+@pytest.mark.agnostic
 @pytest.mark.slow
 def test_a_server_frozen_while_prompts_are_sized_ends_its_run_hung(catalog, quick_probe, monkeypatch):
     sized = []
@@ -249,6 +253,7 @@ def assert_failed_before_launch(run, kind, *words):
     assert "launched" not in events(run)
 
 
+@pytest.mark.agnostic
 @pytest.mark.slow
 def test_a_log_disk_with_too_little_room_fails_preflight_naming_the_folder(catalog, settings, tmp_path, monkeypatch):
     import shutil
@@ -264,6 +269,7 @@ def test_a_log_disk_with_too_little_room_fails_preflight_naming_the_folder(catal
     assert "preflight_failed" in events(run)
 
 
+@pytest.mark.agnostic
 @pytest.mark.slow
 def test_a_log_folder_that_cannot_be_made_fails_preflight_naming_it(catalog, settings, tmp_path):
     (tmp_path / "a-file").write_text("not a folder")
@@ -273,6 +279,7 @@ def test_a_log_folder_that_cannot_be_made_fails_preflight_naming_it(catalog, set
     assert_failed_before_launch(run, "log_unwritable", f"the server log {folder} could not be written: Not a directory")
 
 
+@pytest.mark.agnostic
 @pytest.mark.slow
 def test_a_full_disk_at_launch_fails_the_run_with_the_log_path_not_a_traceback(catalog, settings, small_disk):
     settings.SERVER_LOG_DIR = small_disk
@@ -286,6 +293,7 @@ def test_a_full_disk_at_launch_fails_the_run_with_the_log_path_not_a_traceback(c
     assert "launched" not in events(run)
 
 
+@pytest.mark.agnostic
 @pytest.mark.slow
 def test_a_disk_that_fills_mid_run_fails_the_run_after_the_point_and_tears_the_server_down(
         catalog, settings, small_disk, monkeypatch):
@@ -311,6 +319,7 @@ def test_a_disk_that_fills_mid_run_fails_the_run_after_the_point_and_tears_the_s
     assert "teardown" in events(run) and not alive(run.pid)
 
 
+@pytest.mark.agnostic
 @pytest.mark.slow
 def test_a_log_folder_removed_mid_run_fails_the_run_naming_the_log(catalog, settings, tmp_path, monkeypatch):
     import shutil

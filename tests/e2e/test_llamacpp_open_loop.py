@@ -22,7 +22,8 @@ def catalog(catalog):
 
 
 @pytest.mark.slow
-@pytest.mark.first_pass
+@pytest.mark.agnostic
+@pytest.mark.quiet
 @pytest.mark.usefixtures("no_leftover_servers")
 def test_past_one_request_per_e2e_the_schedule_based_ttft_grows_and_the_send_based_does_not(catalog):
     spec = validate({

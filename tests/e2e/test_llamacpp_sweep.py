@@ -44,6 +44,7 @@ def smollm2_sweep(name, methods, prompt_tokens, max_new_tokens=16, requests=2):
     return sweep
 
 
+@pytest.mark.agnostic
 @pytest.mark.slow
 def test_a_small_real_sweep_measures_every_point_and_never_sends_one_beyond_n_ctx(
     catalog, no_leftover_servers, tmp_path
@@ -84,6 +85,7 @@ def test_a_small_real_sweep_measures_every_point_and_never_sends_one_beyond_n_ct
         assert "exceed context window" not in server_log
 
 
+@pytest.mark.agnostic
 @pytest.mark.slow
 def test_a_sigkilled_server_crashes_its_run_and_the_next_run_still_completes(catalog, no_leftover_servers, tmp_path):
     sweep = smollm2_sweep(

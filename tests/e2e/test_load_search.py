@@ -21,6 +21,7 @@ def engine(catalog):
                                  argv_template=[*base.argv_template, "--time-scale", SCALE], readiness_timeout_s=60)
 
 
+@pytest.mark.agnostic
 @pytest.mark.slow
 def test_an_open_loop_counts_the_clients_queue_in_its_latencies(engine):
     # Two requests in flight at most, arrivals at 8/s against a server that needs about 2 s
@@ -45,6 +46,7 @@ def test_an_open_loop_counts_the_clients_queue_in_its_latencies(engine):
     assert slow.goodput == pytest.approx(slow.request_throughput)
 
 
+@pytest.mark.agnostic
 @pytest.mark.slow
 def test_a_capacity_search_stores_each_probe_and_the_runs_capacity(engine):
     sweep = run_inline(spec(
@@ -76,6 +78,7 @@ def test_a_capacity_search_stores_each_probe_and_the_runs_capacity(engine):
 
 
 
+@pytest.mark.agnostic
 @pytest.mark.slow
 def test_a_resumed_search_goes_on_from_the_probes_it_stored(engine):
     from runs.worker.executor import execute_run

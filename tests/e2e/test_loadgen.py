@@ -9,6 +9,7 @@ from tests.e2e.processes import stub
 
 # --------------------------------------------------------------- the stub server process
 
+@pytest.mark.agnostic
 @pytest.mark.slow
 def test_three_apis_against_stub_with_multi_token_chunks_and_spec():
     with stub("--ttft-ms", "20", "--itl-ms", "2", "--tokens-per-chunk", "4", "--spec-accept") as url:
@@ -43,6 +44,7 @@ def test_three_apis_against_stub_with_multi_token_chunks_and_spec():
             assert lr.event_loop_lag_p99_ms is not None and lr.client_cpu_s > 0
 
 
+@pytest.mark.agnostic
 @pytest.mark.slow
 def test_faults_are_classified_against_stub():
     with stub("--ttft-ms", "5", "--itl-ms", "5") as url:
@@ -75,6 +77,7 @@ def test_faults_are_classified_against_stub():
 @pytest.mark.parametrize("style,marker", [("sglang", "Requested token count exceeds"),
                                           ("vllm", "This model's maximum context length is 64"),
                                           ("llamacpp", "exceeds the available context size")])
+@pytest.mark.agnostic
 def test_context_overflow_texts_from_stub(style, marker):
     with stub("--context-len", "64", "--overflow-style", style) as url:
         long = " ".join(["w"] * 80)
@@ -92,6 +95,7 @@ def test_context_overflow_texts_from_stub(style, marker):
         assert "is longer than the model's context length (64 tokens)" in r.error
 
 
+@pytest.mark.agnostic
 @pytest.mark.slow
 def test_open_loop_rate_duration_and_concurrency_cap():
     with stub("--ttft-ms", "30", "--itl-ms", "1") as url:
@@ -117,6 +121,7 @@ def test_open_loop_rate_duration_and_concurrency_cap():
         assert time.perf_counter() - t < 10
 
 
+@pytest.mark.agnostic
 @pytest.mark.slow
 def test_the_interleaving_stub_spreads_each_response_over_many_reads_and_counts_what_ended():
     """bench/client_headroom.py's interleaved mode and its ruler: the same responses as a

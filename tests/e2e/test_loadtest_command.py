@@ -22,6 +22,7 @@ def manage(*args):
                           capture_output=True, text=True, timeout=60, cwd=ROOT)
 
 
+@pytest.mark.agnostic
 @pytest.mark.slow
 def test_json_output_is_the_point_object_with_exact_prompt_tokens():
     with stub("--ttft-ms", "3", "--itl-ms", "1") as url:
@@ -52,6 +53,7 @@ def test_json_output_is_the_point_object_with_exact_prompt_tokens():
         assert "Traceback" not in table
 
 
+@pytest.mark.agnostic
 @pytest.mark.slow
 def test_server_not_there_and_no_tokenizer_are_clear_errors():
     r = manage("--base-url", f"http://127.0.0.1:{free_port()}", "--api", "openai-chat",
@@ -65,6 +67,7 @@ def test_server_not_there_and_no_tokenizer_are_clear_errors():
                          "--num-requests", "1", stdout=StringIO(), stderr=StringIO())
 
 
+@pytest.mark.agnostic
 @pytest.mark.slow
 def test_all_failed_point_exits_1_with_errors_listed():
     with stub("--context-len", "256") as url:
@@ -79,6 +82,7 @@ def test_all_failed_point_exits_1_with_errors_listed():
         assert "Traceback" not in r.stderr
 
 
+@pytest.mark.agnostic
 @pytest.mark.slow
 def test_the_ramp_left_out_is_counted_apart_and_bad_shares_are_refused():
     with stub("--ttft-ms", "3", "--itl-ms", "1") as url:

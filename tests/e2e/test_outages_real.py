@@ -45,6 +45,7 @@ class Lines:
             raise AssertionError(f"nothing from the child within {timeout} s") from None
 
 
+@pytest.mark.agnostic
 def test_a_run_outlives_a_postgresql_restart_and_stop(tmp_path):
     with private_postgres() as pg:
         env = {**os.environ, "DATABASE_URL": pg.url, "SWEEPLAB_DATA_DIR": str(tmp_path / "data"),
@@ -77,6 +78,7 @@ def test_a_run_outlives_a_postgresql_restart_and_stop(tmp_path):
     assert "database unreachable during RunStore.store_point" in log
 
 
+@pytest.mark.backends
 def test_queued_runs_lost_with_a_redis_restart_are_sent_again(catalog, tmp_path):
     from celery import Celery
 

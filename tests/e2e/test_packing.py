@@ -12,7 +12,7 @@ from sweepcore.spec import validate
 from tests.e2e.processes import celery_worker
 from tests.e2e.test_sweep_worker import fast_engine, wait_sweep
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.backends]
 
 
 def two_tp4_runs(packing):

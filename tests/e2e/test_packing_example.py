@@ -30,7 +30,7 @@ from sweepcore.stats import compare_samples
 from tests.e2e.processes import celery_worker, simengine_pids, wait_for
 from tests.e2e.test_sweep_worker import EXAMPLE, fast_engine, wait_sweep
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.agnostic, pytest.mark.quiet]
 
 A, B = "sim-8x-rtxpro6000", "sim-8x-rtxpro6000-b"
 #: The comparison's margin. Packed, up to 16 servers and their clients share this machine's

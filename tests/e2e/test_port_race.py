@@ -61,6 +61,7 @@ def events(run, kind):
     return list(RunEvent.objects.filter(run=run, kind=kind).order_by("at", "id").values_list("message", flat=True))
 
 
+@pytest.mark.agnostic
 @pytest.mark.slow
 def test_a_port_taken_before_the_server_binds_it_is_retried_on_a_new_one(catalog, monkeypatch, taken_port):
     run = run_one(monkeypatch, iter([taken_port, free_port(), free_port()]))
@@ -75,6 +76,7 @@ def test_a_port_taken_before_the_server_binds_it_is_retried_on_a_new_one(catalog
     assert "port not checked: picked at launch" in preflight
 
 
+@pytest.mark.agnostic
 @pytest.mark.slow
 def test_the_port_retries_are_bounded(catalog, monkeypatch, taken_port):
     run = run_one(monkeypatch, iter([taken_port] * executor.PORT_ATTEMPTS))

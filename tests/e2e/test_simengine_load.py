@@ -19,7 +19,7 @@ from sweepcore.loadgen.runner import LoadConfig, run_load_sync
 from sweepcore.metrics import percentile, request_tpot
 from sweepcore.prompts import FIBONACCI_PROMPT
 
-pytestmark = [pytest.mark.slow, pytest.mark.second_pass]
+pytestmark = [pytest.mark.slow, pytest.mark.agnostic, pytest.mark.quiet]
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

@@ -14,7 +14,7 @@ import requests
 from simengine import model as M
 from sweepcore.servermetrics import SGLANG_METRICS, point_view, scrape
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.agnostic]
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FIB_PROMPT = "Write a Python function that returns the n-th Fibonacci number."

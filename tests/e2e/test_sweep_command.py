@@ -11,6 +11,7 @@ ROOT = Path(__file__).resolve().parents[2]
 EXAMPLE = ROOT / "examples" / "qwen3.6-27b-sm120.yaml"
 
 
+@pytest.mark.agnostic
 @pytest.mark.slow
 def test_the_command_line_exits_2_without_a_traceback(tmp_path):
     # A real process: what a user sees in a terminal, against a database with no catalog.
@@ -33,6 +34,7 @@ def test_the_command_line_exits_2_without_a_traceback(tmp_path):
     assert "host: unknown host 'sim-8x-rtxpro6000'; known hosts: none yet" in proc.stderr
 
 
+@pytest.mark.agnostic
 def test_sweep_show_json_carries_each_points_evidence(catalog):
     import json
     from io import StringIO

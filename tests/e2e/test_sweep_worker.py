@@ -57,6 +57,7 @@ def run_of(sweep, method, tp, **params):
     )
 
 
+@pytest.mark.agnostic
 @pytest.mark.slow
 def test_the_example_sweep_through_a_worker(catalog, tmp_path):
     fast_engine(0.01)
@@ -105,6 +106,7 @@ def test_the_example_sweep_through_a_worker(catalog, tmp_path):
     assert wait_for(lambda: not (simengine_pids() - before), timeout=10)
 
 
+@pytest.mark.backends
 @pytest.mark.slow
 def test_a_worker_killed_mid_run_is_taken_over_by_itself_without_losing_or_repeating_points(catalog, tmp_path,
                                                                                              monkeypatch):

@@ -25,6 +25,9 @@ from sweepcore.prompts import FIBONACCI_PROMPT
 from sweepcore.server import ServerProcess, free_port
 from tests.e2e.processes import llamacpp_pids, wait_for
 
+# Both judge a point by the load on the host: they run alone (quiet).
+pytestmark = [pytest.mark.slow, pytest.mark.agnostic, pytest.mark.quiet]
+
 REQUESTS = 6
 TOKENS = 32
 HOG = "while 1: pass"
@@ -107,7 +110,6 @@ def explain(verdict, host, summary):
             f"window {summary['duration']:.2f} s; other processes, cores: {busiest or 'none'}")
 
 
-@pytest.mark.slow
 def skip_when_the_hypervisor_stole(verdict, host, summary):
     """Time stolen by the hypervisor comes from outside this machine, and slows the client
     and the server alike: the verdict says so (`cpu_steal`), and the point cannot be quiet.
@@ -123,7 +125,6 @@ def test_a_quiet_point_on_a_real_llamacpp_server_is_valid(llamacpp):
     assert verdict.validity == "valid", explain(verdict, host, summary)
 
 
-@pytest.mark.slow
 def test_a_cpu_hog_pinned_beside_the_server_makes_its_point_suspect_and_names_the_hog(llamacpp):
     server = llamacpp[0]
     hog = subprocess.Popen([sys.executable, "-c", HOG], stdin=subprocess.DEVNULL)

@@ -7,6 +7,7 @@ from sweeplab.celery import HOST_HEARTBEAT, app, send_to_host
 from tests.e2e.processes import celery_worker, wait_for
 
 
+@pytest.mark.backends
 @pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
 def test_a_worker_consumes_its_host_queue_and_writes_to_the_database(tmp_path):

@@ -2,13 +2,23 @@
 
 from io import StringIO
 
+import pytest
 from django.core.management import call_command
 
 from benchmarks.models import Sweep
 from runs.lifecycle import enqueue_after
+from runs.management.commands import demo as demo_command
+from runs.management.commands.demo import missing_engine
 from runs.models import Point, Run
 from runs.tasks import start_sweep_after
 from sweeplab.celery import app
+
+
+@pytest.fixture(autouse=True)
+def engines_built(monkeypatch):
+    """Whether var/engines/vllm-cpu is there depends on the checkout (CI builds it beside
+    the tests): these tests say which."""
+    monkeypatch.setattr(demo_command, "missing_engine", lambda name: "")
 
 
 def demo():
@@ -100,3 +110,32 @@ def test_it_queues_nothing_twice_and_resumes_an_interrupted_demo(catalog, monkey
     # Nothing to wait for: the real sweep's runs go straight to its host; the vLLM sweep
     # still waits behind it.
     assert [name for name, _, _ in sent] == ["runs.execute_run"] * 4 + ["runs.start_sweep_after"] * 2
+
+
+def test_without_vllms_environment_its_demo_is_left_out_in_one_line_and_the_next_waits_for_the_one_before(
+        catalog, monkeypatch, django_capture_on_commit_callbacks):
+    monkeypatch.setattr(demo_command, "missing_engine",
+                        lambda name: "var/engines/vllm-cpu/bin/python is missing" if name == "vllm-cpu" else "")
+    sent = sent_tasks(monkeypatch)
+    with django_capture_on_commit_callbacks(execute=True):
+        out = demo()
+    assert not Sweep.objects.filter(engine__name="vllm-cpu").exists()
+    assert [line.split()[:2] for line in out.splitlines() if "skipped:" in line] == [["vllm", "skipped:"]]
+    assert "var/engines/vllm-cpu/bin/python is missing" in out
+    real = Sweep.objects.get(name="smollm2-cpu-prompt-lookup")
+    searched = Sweep.objects.get(name="capacity-ar-vs-ddtree")
+    assert sent[-1][1:] == ("host.local-cpu", {"sweep_id": searched.pk, "after_sweep_id": real.pk})
+    assert "starts when the real one is done" in out.splitlines()[-1]
+
+
+def test_an_engine_without_its_own_interpreter_or_with_it_present_is_not_missing(catalog, tmp_path):
+    from benchmarks.models import Engine
+
+    assert missing_engine("llamacpp-cpu") == ""
+    vllm = Engine.objects.get(name="vllm-cpu")
+    vllm.python = str(tmp_path / "absent" / "python")
+    vllm.save()
+    assert "absent/python is missing" in missing_engine("vllm-cpu")
+    vllm.python = str(tmp_path)
+    vllm.save()
+    assert missing_engine("vllm-cpu") == ""

@@ -14,6 +14,9 @@
    a capacity search per configuration (autoregressive against DDTree budget 15) under a
    per-user speed SLO; it starts when the vLLM one is done.
 
+A demo whose engine's own environment is missing (vLLM's, where `scripts/engines` could not
+build it) is left out, in one line that says why; the next demo waits for the one before it.
+
 Idempotent: a demo sweep already stored is not created again. One left unfinished (the
 last `make run` was stopped in the middle) is resumed; a finished one is only shown.
 They start as soon as `serve` starts the workers.
@@ -25,8 +28,9 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from benchmarks.catalog import load_catalog
-from benchmarks.models import Sweep, SweepStatus
+from benchmarks.models import Engine, Sweep, SweepStatus
 from runs.lifecycle import create_sweep, launch_sweep, resume_sweep, start_after
+from runs.worker.executor import engine_python
 from sweepcore.spec import SpecError, load_yaml, validate
 
 EXAMPLES = Path(settings.BASE_DIR) / "examples"
@@ -51,6 +55,16 @@ DEMOS = (
 UNFINISHED = (SweepStatus.QUEUED, SweepStatus.RUNNING)
 
 
+def missing_engine(name):
+    """Why the engine `name` cannot launch here, or "" when it can: its own interpreter
+    (an environment of its own, e.g. vLLM's) is missing."""
+    python = engine_python(Engine.objects.get(name=name))
+    if not python or Path(python).exists():
+        return ""
+    return (f"{python} is missing: its environment was not built (`make engines`; "
+            f"var/engines/build.log says why a build failed)")
+
+
 def demo_spec(path, overrides):
     data = load_yaml(path.read_text(encoding="utf-8"), source=str(path))
     data.update(overrides)
@@ -69,6 +83,10 @@ class Command(BaseCommand):
                 spec = demo_spec(path, overrides)
             except SpecError as exc:
                 raise CommandError(f"demo sweep {path.name} is not valid here (run seed_demo first?):\n{exc}") from None
+            why = missing_engine(spec.engine)
+            if why:
+                lines.append(f"  {label:<9}  skipped: {why}")
+                continue
             waits = before is not None and before[1].status in UNFINISHED
             sweep = Sweep.objects.filter(name=spec.name, engine__name=spec.engine).order_by("-pk").first()
             if sweep is None:
