@@ -2,7 +2,8 @@
 bench/client_headroom.py and bench/timing_accuracy.py.
 
 Each peer is one entry of ``PEERS``: how to install it into its own virtualenv under
-``var/bench-venvs/`` (never into the project's), its version, and how to run one load
+``var/bench-venvs/`` (never into the project's) at its version pinned in
+``bench/peer_requirements/peers.txt``, and how to run one load
 against the stub and read the tool's own figures back. A peer that cannot be installed
 or run is reported with the reason, never left out silently.
 
@@ -31,6 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 VAR = ROOT / "var"
 VENVS = VAR / "bench-venvs"
 HF_HOME = VAR / "bench-hf"
+PINS = ROOT / "bench" / "peer_requirements" / "peers.txt"
 TOKENIZER_ID = "local/stubtok"
 STUB = ROOT / "bench" / "stub_server.py"
 MODEL = "stub-model"
@@ -230,6 +232,16 @@ def make_venv(name: str, packages: list[str], python: str = sys.executable, time
     return venv, ""
 
 
+def pinned(dist: str) -> str:
+    """The version of peer `dist` pinned in bench/peer_requirements/peers.txt: the one the
+    README's figures were measured with, so that a later run measures the same client."""
+    for line in PINS.read_text(encoding="utf-8").splitlines():
+        name, sep, version = line.split("#")[0].strip().partition("==")
+        if sep and name.strip().lower() == dist:
+            return version.strip()
+    raise LookupError(f"{dist} is not pinned in {PINS}")
+
+
 def package_version(venv: Path, dist: str) -> str:
     r = subprocess.run([str(venv / "bin" / "python"), "-c",
                         f"import importlib.metadata as m; print(m.version({dist!r}))"],
@@ -386,7 +398,8 @@ class Guidellm(Peer):
     itl_kind = "per-request average"
 
     def install(self):
-        self.venv, why = make_venv("guidellm", ["guidellm"], check="bin/guidellm")
+        version = pinned("guidellm")  # the venv's name carries it: a new pin installs afresh
+        self.venv, why = make_venv(f"guidellm-{version}", [f"guidellm=={version}"], check="bin/guidellm")
         if self.venv is None:
             return why
         self.version = package_version(self.venv, "guidellm")
@@ -426,7 +439,8 @@ class Aiperf(Peer):
     itl_kind = "per-request average"
 
     def install(self):
-        self.venv, why = make_venv("aiperf", ["aiperf"], check="bin/aiperf")
+        version = pinned("aiperf")  # the venv's name carries it: a new pin installs afresh
+        self.venv, why = make_venv(f"aiperf-{version}", [f"aiperf=={version}"], check="bin/aiperf")
         if self.venv is None:
             return why
         self.version = package_version(self.venv, "aiperf")
@@ -461,8 +475,8 @@ class Aiperf(Peer):
 
 PEER_PYTHON = shutil.which("python3.11") or "python3"  # the wheels below are built for it (sglang: cp311)
 WHEELS = VENVS / "wheels"
-VLLM_VERSION = "0.34.0"  # the newest on PyPI on 2026-12-05; bench/peer_stubs/vllm/__init__.py says the same
-SGLANG_VERSION = "0.5.23"
+VLLM_VERSION = pinned("vllm")  # the newest on PyPI on 2026-12-05; bench/peer_stubs/vllm/__init__.py says the same
+SGLANG_VERSION = pinned("sglang")
 
 
 def wheel(dist: str, version: str) -> tuple[Path | None, str]:

@@ -35,6 +35,11 @@ depends on arrival order, so two runs differ by their sampling noise.
 
 Usage: ``python bench/validity.py [--trials 400] [--workers 4] [--quick]`` (loopback only;
 ~5 minutes on 2 cores with the defaults, ~30 s with ``--quick``).
+
+``--simulate-rules`` runs none of that: it holds the significance rule itself (and the
+stricter ones it was chosen from) against seeded lognormal samples, through
+:func:`sweepcore.stats.compare_samples` and :func:`sweepcore.stats.median_ci`
+(``simulate_rules``; ~1.5 min of CPU).
 """
 
 from __future__ import annotations
@@ -99,6 +104,56 @@ def stable_keep_going(metric: str, rel_ci: float, min_requests: int, decided: li
         return True
 
     return keep_going
+
+
+# --- the significance rule, simulated (no stub, no client) -------------------------------------
+
+#: The rules held against each other: (label, called different?, found the slower one?), each
+#: from one compare_samples call ``c`` and the two medians' intervals ``ia`` / ``ib``.
+RULES = (
+    ("Mann-Whitney at 0.05", lambda c, ia, ib: c.p_value < 0.05, lambda c, ia, ib: c.p_value < 0.05 and c.diff_pct > 0),
+    ("Mann-Whitney at 0.01", lambda c, ia, ib: c.p_value < 0.01, lambda c, ia, ib: c.p_value < 0.01 and c.diff_pct > 0),
+    ("compare_samples (Mann-Whitney at 0.05 and the ratio's interval leaving 1 out)",
+     lambda c, ia, ib: c.verdict != stats.Verdict.SAME, lambda c, ia, ib: c.verdict == stats.Verdict.WORSE),
+    ("non-overlapping 95 % intervals of the two medians",
+     lambda c, ia, ib: ib[0] > ia[1] or ib[1] < ia[0], lambda c, ia, ib: ib[0] > ia[1]),
+)
+
+
+def simulate_rules(test_pairs: int, rule_pairs: int, n: int, sigma: float, factor: float, seed: int) -> dict:
+    """What the significance rules do with lognormal TPOT-like values of known truth (seeded,
+    so the same arguments print the same rates): the share of ``test_pairs`` identical pairs
+    in which compare_samples' Mann-Whitney test alone rejects at 0.05, and for each rule of
+    RULES the share of ``rule_pairs`` identical pairs it calls different and of as many
+    pairs whose second side is ``factor`` × slower that it calls ``worse``."""
+    import numpy as np  # only here: the measuring parts do not need it
+
+    rng = np.random.default_rng(seed)
+    draw = lambda pairs: np.exp(rng.normal(0.0, sigma, (pairs, 2, n)))  # noqa: E731
+    rejected = sum(stats.compare_samples(a, b, higher_is_better=False, min_requests=1).p_value < 0.05
+                   for a, b in draw(test_pairs))
+    out = {"test_alone": rejected / test_pairs, "rules": {label: [0, 0] for label, _, _ in RULES}}
+    for which, pairs in enumerate((draw(rule_pairs), draw(rule_pairs) * np.array([1.0, factor])[:, None])):
+        for a, b in pairs:
+            c = stats.compare_samples(a, b, higher_is_better=False, min_requests=1)
+            ia, ib = stats.median_ci(a), stats.median_ci(b)
+            for label, different, found in RULES:
+                out["rules"][label][which] += bool((different, found)[which](c, ia, ib))
+    out["rules"] = {label: (d / rule_pairs, f / rule_pairs) for label, (d, f) in out["rules"].items()}
+    return out
+
+
+def report_rules(a) -> None:
+    t0 = time.perf_counter()
+    r = simulate_rules(a.sim_test_pairs, a.sim_pairs, a.requests, a.sigma, a.diff_factor, a.seed)
+    print(f"significance rules on simulated samples: {a.requests} lognormal values a side, sigma {a.sigma:g}, "
+          f"seed {a.seed}")
+    print(f"   Mann-Whitney alone at 0.05, {a.sim_test_pairs} identical pairs: rejects {r['test_alone'] * 100:.1f} %")
+    print(f"   {a.sim_pairs} identical pairs called different / {a.sim_pairs} pairs "
+          f"{(a.diff_factor - 1) * 100:.0f} % apart called worse:")
+    for label, (different, found) in r["rules"].items():
+        print(f"   {label:80s} {different * 100:4.1f} % / {found * 100:4.1f} %")
+    print(f"time: {time.perf_counter() - t0:.0f} s")
 
 
 # --- one point, in a worker process ----------------------------------------------------------
@@ -288,6 +343,11 @@ def main(argv=None) -> int:
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--skip", default="", help="comma-separated parts to skip: coverage,diff,stable")
     p.add_argument("--quick", action="store_true", help="a smoke run: 20 trials, 10 pairs, 4 stable trials")
+    p.add_argument("--simulate-rules", action="store_true",
+                   help="only simulate the significance rules on --requests lognormal values of --sigma a side "
+                        "(no stub): the README's rates behind compare_samples")
+    p.add_argument("--sim-test-pairs", type=int, default=20000, help="identical pairs for the test alone")
+    p.add_argument("--sim-pairs", type=int, default=1000, help="pairs of each kind for the table of rules")
     a = p.parse_args(argv)
     if a.quick:
         a.trials, a.diff_pairs, a.stable_trials = 20, 10, 4
@@ -308,6 +368,11 @@ def main(argv=None) -> int:
     if a.tokens < 2:
         p.error("--tokens must be >= 2 (a decode speed needs two tokens)")
 
+    if a.simulate_rules:
+        if min(a.sim_test_pairs, a.sim_pairs) < 1:
+            p.error("--sim-test-pairs and --sim-pairs must be >= 1")
+        report_rules(a)
+        return 0
     print(f"bench/validity.py: {os.cpu_count()} cores, {a.workers} worker processes, alpha {a.alpha:g}")
     started = time.perf_counter()
     timings = {}

@@ -204,7 +204,8 @@ def compare_samples(baseline: Sequence[float], value: Sequence[float], *, higher
     interval = ratio_ci(a, b)
     # Both must agree: the rank test, and the interval of the ratio of medians leaving 1
     # out (where there are enough values for one). Either alone calls about 5 % of
-    # identical pairs different; together 1.5 % of 200 in bench/validity.py (2.6 % simulated).
+    # identical pairs different; together 1.5 % of 200 in bench/validity.py (2.2 % of 1000
+    # simulated: bench/validity.py --simulate-rules).
     excludes_one = interval is None or interval[0] > 1 or interval[1] < 1
     if p >= alpha or not excludes_one or diff is None or diff == 0:
         noise = Comparison(Verdict.SAME, p, diff, interval, "").noise_pct
