@@ -4,6 +4,7 @@ in what order. tests/core has its own pytest.ini and never loads this file."""
 
 import json
 import os
+import shutil
 from io import StringIO
 from pathlib import Path
 
@@ -28,8 +29,9 @@ TIMEOUTS = {"vllm": 1800, "quiet": 900}
 
 
 def pytest_configure(config):
-    """The lane's name goes to every process a test starts (tests.lanes.in_lane), and a
-    Redis broker is the lane's own database, for this process and its children."""
+    """The lane's name goes to every process a test starts (tests.lanes.in_lane) and to
+    xdist's workers, which add theirs; a Redis broker is the lane's own database, for this
+    process and its children."""
     os.environ[LANE_VARIABLE] = LANE
     if django_settings.CELERY_BROKER_URL.startswith("redis://"):
         url = redis_url_for_lane(django_settings.CELERY_BROKER_URL)
@@ -98,6 +100,17 @@ def _data_dir():
     django_settings.SECRET_KEY = sweeplab_settings.SECRET_KEY
 
 
+@pytest.fixture(scope="session")
+def django_db_modify_db_settings_xdist_suffix():
+    """The lane's own test databases, named after it (pytest-django's own suffix, the xdist
+    worker's, would let two pytest processes run at once take each other's)."""
+    for database in django_settings.DATABASES.values():
+        if database["ENGINE"].endswith("sqlite3") and not database.get("TEST", {}).get("NAME"):
+            continue  # in memory: its own already
+        test = database.setdefault("TEST", {})
+        test["NAME"] = f"{test.get('NAME') or 'test_' + database['NAME']}_{LANE}"
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _own_broker_folder(_data_dir):
     """Tests never share the filesystem broker of a running `make run`: their messages
@@ -109,6 +122,7 @@ def _own_broker_folder(_data_dir):
         sweeplab_settings.make_broker_folders(TEST_BROKER_DIR)
         app.conf.broker_transport_options = sweeplab_settings.filesystem_broker_options(TEST_BROKER_DIR)
     yield
+    shutil.rmtree(TEST_BROKER_DIR, ignore_errors=True)
 
 
 @pytest.fixture(autouse=True, scope="session")

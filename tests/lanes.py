@@ -1,10 +1,11 @@
-"""What keeps test processes that run at once apart (xdist workers, or pytest processes
-started side by side with SWEEPLAB_TEST_LANE set): each lane has its own broker folder, its
-own Redis database, its own test database (pytest-django adds the worker's suffix; a
-separate process sets SWEEPLAB_DATA_DIR or DATABASE_URL), and sees only its own servers.
+"""What keeps test processes that run at once apart (xdist workers, and pytest processes
+started side by side): each lane has its own test database and broker folder (named after
+it), its own Redis database (the URL's index plus the xdist worker's number: two pytest
+processes on one Redis need URLs with different indexes), and sees only its own servers.
 
-Every process a test starts inherits SWEEPLAB_TEST_LANE, which is how a lane tells its
-left-over servers from another lane's."""
+A lane is named after the pytest process (`p<pid>`, or SWEEPLAB_TEST_LANE where given) and
+the xdist worker (`_gw0`). Every process a test starts inherits SWEEPLAB_TEST_LANE, which is
+how a lane tells its left-over servers from another lane's."""
 
 import os
 import re
@@ -14,13 +15,14 @@ LANE_VARIABLE = "SWEEPLAB_TEST_LANE"
 
 
 def lane_name():
-    """`<SWEEPLAB_TEST_LANE>-<xdist worker>`, either part left out when absent; "main" for a
-    plain `pytest`."""
-    given = os.environ.get(LANE_VARIABLE, "")
+    """`<SWEEPLAB_TEST_LANE or p<pid>>_<xdist worker>` (the worker part only under xdist,
+    whose workers inherit the controlling process's name): letters, digits and `_`, as a
+    database name wants."""
+    given = os.environ.get(LANE_VARIABLE) or f"p{os.getpid()}"
     worker = os.environ.get("PYTEST_XDIST_WORKER", "")
-    if worker and (given == worker or given.endswith(f"-{worker}")):  # already joined: a child's
+    if not worker or given.endswith(f"_{worker}"):  # not under xdist, or already joined: a child's
         return given
-    return "-".join(part for part in (given, worker) if part) or "main"
+    return f"{given}_{worker}"
 
 
 def worker_number():

@@ -1,7 +1,7 @@
 """Private PostgreSQL and Redis instances for tests that restart or stop them: never the
 shared ones a deployment or another test run uses. Each starts on a free loopback port,
 in a folder of its own, and is stopped and removed at the end; where its binaries are
-missing the test is skipped, saying which."""
+missing the test is skipped, saying which (in CI it fails: processes.unavailable)."""
 
 import glob
 import os
@@ -14,7 +14,7 @@ import time
 from contextlib import contextmanager
 from pathlib import Path
 
-import pytest
+from tests.e2e.processes import unavailable
 
 
 def free_port():
@@ -70,9 +70,9 @@ class PrivatePostgres:
 def private_postgres(name="sweeplab"):
     found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
     if not found:
-        pytest.skip("PostgreSQL server binaries (initdb, pg_ctl) not found under /usr/lib/postgresql/*/bin")
+        unavailable("PostgreSQL server binaries (initdb, pg_ctl) not found under /usr/lib/postgresql/*/bin")
     if os.geteuid() == 0 and not shutil.which("runuser"):
-        pytest.skip("running as root without runuser: PostgreSQL refuses to run as root")
+        unavailable("running as root without runuser: PostgreSQL refuses to run as root")
     bindir = Path(found[-1]).parent
     folder = Path(tempfile.mkdtemp(prefix="sweeplab-pg-", dir="/tmp"))
     pg = PrivatePostgres(bindir, folder, free_port(), name)
@@ -120,7 +120,7 @@ class PrivateRedis:
 def private_redis():
     exe = shutil.which("redis-server")
     if not exe:
-        pytest.skip("redis-server not found on PATH")
+        unavailable("redis-server not found on PATH")
     redis = PrivateRedis(exe, free_port())
     redis.start()
     try:

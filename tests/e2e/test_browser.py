@@ -2,7 +2,6 @@
 live server, a real Celery worker and real simengine servers. Saves full-page
 screenshots under var/screenshots/ (`make screenshots`)."""
 
-import os
 from pathlib import Path
 
 import pytest
@@ -15,7 +14,7 @@ from runs.results.compare import VERDICT_COLOURS
 from runs.results.gantt import sweep_gantt
 from runs.results.load_charts import load_charts
 from runs.templatetags.sweeplab_format import num
-from tests.e2e.processes import celery_worker, simengine_pids, wait_for
+from tests.e2e.processes import celery_worker, simengine_pids, unavailable, wait_for
 
 CHROMIUM = "/usr/bin/chromium"
 SCREENSHOTS = Path(settings.BASE_DIR) / "var" / "screenshots"
@@ -29,9 +28,7 @@ def browser(monkeypatch):
     # makes between browser steps are still plain synchronous code.
     monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
     if not Path(CHROMIUM).exists():
-        if os.environ.get("CI"):
-            pytest.fail(f"{CHROMIUM} is missing: .ci/run installs Debian's chromium")
-        pytest.skip(f"{CHROMIUM} is not installed (apt-get install chromium)")
+        unavailable(f"{CHROMIUM} is not installed (apt-get install chromium; .ci/run installs it)")
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as p:
