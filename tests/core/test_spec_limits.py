@@ -3,7 +3,6 @@ lists and the plan are bounded, and a text too large, too deep or self-repeating
 with the limit named, fast, before anything recurses or expands (sweepcore.spec's limits)."""
 
 import json
-import time
 from pathlib import Path
 
 import pytest
@@ -108,19 +107,29 @@ def test_a_list_longer_than_the_limit_is_refused_without_looking_at_its_items():
     assert errors_of({**CLOSED, "exclude": [{"tp": 1}] * 1001})[0].startswith("exclude: expected a list of up to 1,000")
 
 
-def test_a_sweep_of_too_many_runs_is_refused_before_its_configurations_are_made():
+def no_configurations_made(monkeypatch):
+    """sweepcore.spec's maker of configurations (the planner's too) fails the test if called:
+    a bound refused on counts must come before anything is made (timing cannot tell, as
+    2,048 small objects take milliseconds)."""
+    def refuse(method_spec):
+        raise AssertionError(f"the configurations of {method_spec.method} were made before the refusal")
+
+    monkeypatch.setattr(spec_mod, "_expand", refuse)
+
+
+def test_a_sweep_of_too_many_runs_is_refused_before_its_configurations_are_made(monkeypatch):
     methods = [{"ddtree": {"budget": list(range(1, 257)), "topk_cap": 8}},
                {"dflash": {"block_size": list(range(1, 257))}}]
-    started = time.monotonic()
+    no_configurations_made(monkeypatch)
     errors = errors_of({**CLOSED, "tp": [1, 2, 4, 8], "methods": methods})
-    assert time.monotonic() - started < 1
     assert errors == ["methods: 2,048 runs (configurations x TP sizes); a sweep may plan up to 2,000 runs "
                       "(Sweeplab's limit)"]
 
 
-def test_a_run_of_too_many_points_is_refused_before_they_are_made():
+def test_a_run_of_too_many_points_is_refused_before_they_are_made(monkeypatch):
     data = {**CLOSED, "workloads": [{"long-context": {"prompt_tokens": list(range(1, 257))}}],
             "concurrency": list(range(1, 257))}
+    no_configurations_made(monkeypatch)  # points are made from configurations (sweepcore.plan)
     (error,) = errors_of(data)
     assert error == "workloads: 65,536 points a run (workloads and lengths x loads); a sweep may plan up to 10,000 " \
                     "points (Sweeplab's limit)"
@@ -131,11 +140,16 @@ def nested(depth, open_="[", close="]"):
 
 
 @pytest.mark.parametrize("depth", [40, 10_000])
-def test_yaml_nested_deeper_than_the_limit_is_refused_fast_naming_the_limit(depth):
-    started = time.monotonic()
+def test_yaml_nested_deeper_than_the_limit_is_refused_while_read_naming_the_limit(depth, monkeypatch):
+    # Refused as PyYAML composes the nodes: before any Python object is built from them,
+    # and before the check of the loaded data (which would name no line).
+    def not_reached(*args, **kwargs):
+        raise AssertionError("the deep YAML was read to its end before the refusal")
+
+    monkeypatch.setattr(spec_mod._StrictLoader, "construct_document", not_reached)
+    monkeypatch.setattr(spec_mod, "check_shape", not_reached)
     with pytest.raises(SpecError) as exc:
         load_yaml(f"name: deep\nmethods: {nested(depth)}\n", source="s.yaml")
-    assert time.monotonic() - started < 2
     # The 32nd "[" of the list: the spec's own mapping is the first level.
     assert str(exc.value) == ("s.yaml: line 2, column 41: lists and mappings nested deeper than 32 levels "
                               "(Sweeplab's limit)")
@@ -153,13 +167,35 @@ def test_a_spec_nested_to_the_limit_still_loads():
     assert load_json(json.dumps({"methods": json.loads(nested(31))}))
 
 
-def test_yaml_aliases_that_repeat_a_list_exponentially_are_refused():
+class CountedList(list):
+    """A list that counts every item read from it (CountedList.reads, over all of them)."""
+
+    reads = 0
+
+    def __iter__(self):
+        for item in super().__iter__():
+            CountedList.reads += 1
+            yield item
+
+
+def counted_sequence(loader, node):
+    data = CountedList()
+    yield data
+    data.extend(loader.construct_sequence(node))
+
+
+def test_yaml_aliases_that_repeat_a_list_exponentially_are_refused_at_the_bound(monkeypatch):
     lines = ["a0: &a0 [1, 1, 1, 1, 1, 1, 1, 1, 1, 1]"]
     lines += [f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]" for i in range(1, 9)]
-    started = time.monotonic()
+    # Every list the YAML makes counts its reads: of the ~10^9 values the aliases repeat, the
+    # refusal reads the bound's worth (100,000) and a stack's, not all of them.
+    loader = type("CountingLoader", (spec_mod._StrictLoader,), {})
+    loader.add_constructor("tag:yaml.org,2002:seq", counted_sequence)
+    monkeypatch.setattr(spec_mod, "_StrictLoader", loader)
+    monkeypatch.setattr(CountedList, "reads", 0)
     with pytest.raises(SpecError) as exc:
         load_yaml("\n".join(lines) + "\n")
-    assert time.monotonic() - started < 2
+    assert spec_mod.SPEC_MAX_VALUES < CountedList.reads < spec_mod.SPEC_MAX_VALUES + 1000, CountedList.reads
     assert str(exc.value) == ("spec: more than 100,000 values (Sweeplab's limit; a YAML alias counts as what it "
                               "repeats)")
 

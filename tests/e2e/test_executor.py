@@ -2,6 +2,7 @@
 
 import time
 from io import StringIO
+from pathlib import Path
 
 import pytest
 from django.core.management import call_command
@@ -183,10 +184,18 @@ def test_a_hung_server_ends_timeout_then_crashed_within_bounds(catalog):
 
 @pytest.mark.agnostic
 @pytest.mark.slow
-def test_slow_start_within_the_readiness_timeout_is_fine(catalog):
+def test_slow_start_within_the_readiness_timeout_is_waited_for_and_measured(catalog):
     fault_engine(catalog, "slow-start:200")  # 2 s at this time scale
     sweep = run_inline(spec(engine="sim-slow-start200", workloads=["fibonacci"]))
-    assert Run.objects.get(sweep=sweep).status == "done"
+    run = Run.objects.get(sweep=sweep)
+    assert run.status == "done" and statuses(run) == ["ok"]
+    assert "Load weight end. elapsed=200.00 s" in Path(run.log_path).read_text()
+    # The readiness wait lasted the whole slow start (a busy machine only lengthens it) and
+    # ended within the engine's timeout of 60 s; then the point was measured.
+    at = dict(RunEvent.objects.filter(run=run, kind__in=["launched", "ready"]).values_list("kind", "at"))
+    waited = (at["ready"] - at["launched"]).total_seconds()
+    assert 2.0 <= waited < 60, waited
+    assert events(run).index("ready") < events(run).index("warmup_done") < events(run).index("finished")
 
 
 @pytest.mark.agnostic
@@ -366,7 +375,14 @@ def test_a_simulated_point_is_stored_in_model_time_with_its_intervals_and_verdic
     assert lo <= point.decode_tok_s <= hi
     assert [lo, hi] == pytest.approx([v * 0.01 for v in wall["intervals"]["decode_tok_s"]])
     assert set(point.intervals) >= {"decode_tok_s", "median_ttft_ms", "median_tpot_ms", "median_e2el_ms"}
-    assert point.validity in ("valid", "suspect", "invalid")
+    # The verdict is judged on the wall-clock window (model time x the scale: at 1/100, 6
+    # requests take a fraction of the 1 s it wants) and is the worst of its reasons.
+    assert ("short_window" in codes(point)) == (point.duration * point.simulated_time_scale < 1.0), \
+        (point.duration, point.validity_reasons)
+    assert point.completed == 6 and point.failed == 0
+    worst = "invalid" if {"below_resolution", "client_bound"} & set(codes(point)) else \
+        "suspect" if codes(point) else "valid"
+    assert point.validity == worst, point.validity_reasons
     assert all(set(r) == {"code", "message"} and r["message"] for r in point.validity_reasons)
     assert (point.validity == "valid") == (point.validity_reasons == [])
     assert {"seconds", "foreign", "steal_share", "loadavg_1m"} <= set(point.host_load)
@@ -383,13 +399,15 @@ def test_a_simulated_point_at_a_sane_time_scale_is_not_below_the_clients_resolut
     sweep = run_inline(spec(engine=engine.name, workloads=["fibonacci"], requests_per_point=6))
     point = Run.objects.get(sweep=sweep).points.get()
     assert point.simulated_time_scale == 0.25 and point.completed == 6
+    # What a busy machine cannot cause is checked whatever the machine's load: it only
+    # lengthens the window, and changes neither the count nor the answers' lengths.
+    assert not {"short_window", "few_requests", "output_length"} & set(codes(point)), point.validity_reasons
     if MACHINE_NOISE & set(codes(point)):
         # Other processes took the CPU from the simulator and the client: then late tokens
-        # come in bursts at any scale, and the verdict says so. This needs a quiet machine.
+        # come in bursts at any scale and the client's loop lags (below_resolution,
+        # client_bound), and the verdict says so. This needs a quiet machine.
         pytest.skip(f"the machine was busy: {point.validity_reasons}")
-    assert not {"below_resolution", "short_window", "few_requests", "client_bound", "output_length"} & set(codes(point)), \
-        point.validity_reasons
-    assert set(codes(point)) <= MACHINE_NOISE
+    assert codes(point) == [], point.validity_reasons
 
 
 @pytest.mark.agnostic

@@ -74,23 +74,57 @@ def in_thread(target):
     return thread
 
 
-def freeze_mid_stream(frozen, thaw_after_stall=False):
+def tokens_sent(port):
+    """(first tokens, later tokens) the server has sent to its clients: the counts of its TTFT
+    and inter-token-latency histograms; (0, 0) when /metrics cannot be read."""
+    try:
+        read = servermetrics.scrape(f"http://127.0.0.1:{port}", timeout=2)
+    except servermetrics.ScrapeError:
+        return 0, 0
+    return (read.total("sglang:time_to_first_token_seconds_count") or 0,
+            read.total("sglang:inter_token_latency_seconds_count") or 0)
+
+
+def failed_probes_after_freezing(monkeypatch, frozen):
+    """The health probes that found the server silent once `frozen` has its pid (a list that
+    grows as the executor probes)."""
+    from sweepcore.engines.base import EngineAdapter
+
+    failed, original = [], EngineAdapter.healthy
+
+    def healthy(self, base_url, *args, **kwargs):
+        ok, detail = original(self, base_url, *args, **kwargs)
+        if not ok and "pid" in frozen:
+            failed.append(detail)
+        return ok, detail
+
+    monkeypatch.setattr(EngineAdapter, "healthy", healthy)
+    return failed
+
+
+def freeze_mid_stream(frozen, failed_probes=None):
     """Once the first point's first request streams (its 512 tokens take ~2 s), SIGSTOP the
-    server: `frozen` gets the pid and the time. With `thaw_after_stall`, SIGCONT it once
-    the executor says it is probing."""
-    def first_point_running():
+    server: `frozen` gets the pid and the time. With `failed_probes` (a list), SIGCONT it once
+    the executor's health probe has found it silent."""
+    def first_point_streaming():
+        # The warmup's one request gave the server its first first-token; the point's first
+        # request gives the second.
         started = RunEvent.objects.filter(kind="point_started").first()
-        return started.run if started is not None and running_requests(started.run.port) else None
+        if started is None or not running_requests(started.run.port):
+            return None
+        first, later = tokens_sent(started.run.port)
+        return (started.run, later) if first >= 2 else None
 
     def freeze():
-        run = wait_for(first_point_running, timeout=120, interval=0.05)
-        assert run, "the first point never ran"
-        time.sleep(0.5)
+        streaming = wait_for(first_point_streaming, timeout=120, interval=0.05)
+        assert streaming, "the first point never streamed"
+        run, later = streaming
+        # A token more since: the first chunk has been written to the client, which keeps it.
+        assert wait_for(lambda: tokens_sent(run.port)[1] > later, timeout=30, interval=0.01), "no second token"
         os.kill(run.pid, signal.SIGSTOP)
         frozen.update(pid=run.pid, at=time.time())
-        if thaw_after_stall:
-            assert wait_for(lambda: RunEvent.objects.filter(kind="stalled").exists(), timeout=30, interval=0.05)
-            time.sleep(0.5)
+        if failed_probes is not None:
+            assert wait_for(lambda: failed_probes, timeout=60, interval=0.05), "the server was never probed"
             os.kill(run.pid, signal.SIGCONT)
             frozen["thawed"] = time.time()
 
@@ -160,12 +194,14 @@ def test_a_server_frozen_before_a_first_token_ends_its_run_hung_within_the_stall
 def test_a_frozen_server_that_answers_again_before_the_probe_gives_up_goes_on(slow_engine, monkeypatch):
     monkeypatch.setenv("SWEEPLAB_HANG_PROBE_S", "15")
     frozen = {}
-    freezer = freeze_mid_stream(frozen, thaw_after_stall=True)
+    failed_probes = failed_probes_after_freezing(monkeypatch, frozen)
+    freezer = freeze_mid_stream(frozen, failed_probes)
     sweep = run_inline(hang_spec(slow_engine))
     freezer.join(timeout=5)
     run = Run.objects.get(sweep=sweep)
     assert "thawed" in frozen
-    assert run.status == "done", run.failure_cause
+    # Thawed after a probe found it silent (within its 15 s), so the run's probe saw it answer again.
+    assert failed_probes and run.status == "done", (failed_probes, run.failure_cause)
     # The point keeps its stalled request as failed, says so, and is not drawn as clean.
     assert statuses(run) == ["timeout", "ok", "ok"]
     point = run.points.order_by("position").first()

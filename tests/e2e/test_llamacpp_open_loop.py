@@ -39,9 +39,12 @@ def test_past_one_request_per_e2e_the_schedule_based_ttft_grows_and_the_send_bas
     e2el_s = slow.median_e2el_ms / 1000
     # 0.25 req/s leaves the server idle between requests; 8 req/s is well past 1 / E2E.
     assert 1 / 0.25 > 2 * e2el_s and 8 > 1.5 / e2el_s, e2el_s
-    # At 0.25 req/s nothing waits: from the schedule or from the send, the same TTFT.
-    assert slow.send_lag_p99_ms < 100
-    assert slow.p99_ttft_ms == pytest.approx(slow.send_based["p99_ttft_ms"], abs=100)
+    # At 0.25 req/s nothing waits: from the schedule or from the send, the same TTFT (a p99
+    # of 85-141 ms here), the schedule's later by the send lag alone. Measured in 4 runs on
+    # the busy 2-core dev machine (load average 3-7): 1.5-5.7 ms apart, send lag p99
+    # 3.5-11 ms; the bounds are about 2.5x the worst.
+    assert slow.send_lag_p99_ms < 30
+    assert 0 <= slow.p99_ttft_ms - slow.send_based["p99_ttft_ms"] < 15, (slow.p99_ttft_ms, slow.send_based)
     # At 8 req/s the queue is in the client: the sends lag ever more behind the schedule...
     lags = [lag for lag in RequestRecord.objects.filter(point=fast).order_by("index").values_list("send_lag", flat=True)]
     assert lags[-1] > lags[1] + 5 * e2el_s / 2, lags

@@ -335,6 +335,7 @@ def test_30k_prompt_fits_at_tp4(start_sim):
     assert " TP3] Load weight end." in sim.log()
 
 
+@pytest.mark.quiet
 def test_time_scale_makes_256_tokens_take_one_percent(start_sim):
     sim = start_sim("--time-scale", "0.01")
     sim.wait_ready()
@@ -345,9 +346,12 @@ def test_time_scale_makes_256_tokens_take_one_percent(start_sim):
                       timeout=30)
     wall = time.time() - t
     assert r.status_code == 200 and r.json()["meta_info"]["completion_tokens"] == 256
-    # Scaled: at least the modelled time x 0.01, and far below the unscaled time (a
-    # loaded machine only adds to the wall time, so the upper bound leaves it room).
-    assert 0.7 * 0.01 * modelled <= wall <= 5 * 0.01 * modelled, (wall, modelled)
+    # Scaled: the modelled time x 0.01 (98 ms), give or take the simulator's sleeps. Measured
+    # 1.12-1.79 x that in 10 runs on the 2-core dev machine at a load average of 5 (busier
+    # than CI's quiet phase; each of the 256 steps can only wake late). The lower bound
+    # leaves room for the model's estimate (decode at the mean context); the upper one is
+    # above the worst seen, and a scale off by 2 fails it.
+    assert 0.9 * 0.01 * modelled <= wall <= 2.0 * 0.01 * modelled, (wall / (0.01 * modelled), wall, modelled)
 
 
 # --------------------------------------------------------------------------- faults

@@ -33,27 +33,3 @@ def test_the_command_line_exits_2_without_a_traceback(tmp_path):
     assert "Traceback" not in proc.stderr
     assert "host: unknown host 'sim-8x-rtxpro6000'; known hosts: none yet" in proc.stderr
 
-
-@pytest.mark.agnostic
-def test_sweep_show_json_carries_each_points_evidence(catalog):
-    import json
-    from io import StringIO
-
-    from django.core.management import call_command
-
-    from runs.models import Point
-    from tests.web.sweeps import add_run, make_sweep
-
-    sweep = make_sweep("shown")
-    run = add_run(sweep, 0, "autoregressive", {}, 1, speed=50.0)
-    Point.objects.filter(run=run, position=0).update(
-        validity="suspect", completed=9, simulated_time_scale=0.05, stop_reason="max_requests (50) reached",
-        validity_reasons=[{"code": "few_requests", "message": "9 requests"}],
-        intervals={"decode_tok_s": [45.0, 55.0]})
-    out = StringIO()
-    call_command("sweep", "show", str(sweep.pk), "--json", stdout=out)
-    first = json.loads(out.getvalue())["runs"][0]["points"][0]
-    assert first["validity"] == "suspect" and first["n"] == 9 and first["simulated_time_scale"] == 0.05
-    assert first["validity_reasons"] == [{"code": "few_requests", "message": "9 requests"}]
-    assert first["decode_tok_s_ci"] == [45.0, 55.0] and first["median_ttft_ms_ci"] is None
-    assert first["stop_reason"] == "max_requests (50) reached"

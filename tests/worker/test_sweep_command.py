@@ -154,3 +154,21 @@ def test_launch_cancel_and_resume_commands_say_what_they_did(catalog):
     assert code == 0 and "2 unfinished runs queued again" in out
     assert set(Run.objects.filter(sweep=sweep).values_list("status", flat=True)) == {"queued"}
     assert command("show", "99999") == (2, "", "no sweep 99999")
+
+
+def test_sweep_show_json_carries_each_points_evidence(catalog):
+    from tests.web.sweeps import add_run, make_sweep
+
+    sweep = make_sweep("shown")
+    run = add_run(sweep, 0, "autoregressive", {}, 1, speed=50.0)
+    Point.objects.filter(run=run, position=0).update(
+        validity="suspect", completed=9, simulated_time_scale=0.05, stop_reason="max_requests (50) reached",
+        validity_reasons=[{"code": "few_requests", "message": "9 requests"}],
+        intervals={"decode_tok_s": [45.0, 55.0]})
+    out = StringIO()
+    call_command("sweep", "show", str(sweep.pk), "--json", stdout=out)
+    first = json.loads(out.getvalue())["runs"][0]["points"][0]
+    assert first["validity"] == "suspect" and first["n"] == 9 and first["simulated_time_scale"] == 0.05
+    assert first["validity_reasons"] == [{"code": "few_requests", "message": "9 requests"}]
+    assert first["decode_tok_s_ci"] == [45.0, 55.0] and first["median_ttft_ms_ci"] is None
+    assert first["stop_reason"] == "max_requests (50) reached"
