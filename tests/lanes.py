@@ -39,10 +39,18 @@ def redis_url_for_lane(url):
     return urlunsplit(parts._replace(path=f"/{base + worker_number()}"))
 
 
-def in_lane(pid, lane):
-    """Whether process `pid` was started within `lane` (its environment says so)."""
+def lane_of(pid):
+    """The lane process `pid` was started in, as its environment says; None where it does
+    not say (a process that renamed itself with setproctitle overwrote it, as vLLM's
+    engine processes do) or cannot be read."""
     try:
         environ = open(f"/proc/{pid}/environ", "rb").read().split(b"\0")
     except OSError:
-        return False
-    return f"{LANE_VARIABLE}={lane}".encode() in environ
+        return None
+    prefix = f"{LANE_VARIABLE}=".encode()
+    return next((entry[len(prefix):].decode() for entry in environ if entry.startswith(prefix)), None)
+
+
+def in_lane(pid, lane):
+    """Whether process `pid` was started within `lane`."""
+    return lane_of(pid) == lane

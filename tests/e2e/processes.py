@@ -12,7 +12,7 @@ from urllib.parse import quote
 import pytest
 from django.db import connection
 
-from tests.lanes import LANE_VARIABLE, in_lane
+from tests.lanes import LANE_VARIABLE, in_lane, lane_of
 
 ROOT = Path(__file__).resolve().parents[2]
 STUB = ROOT / "bench" / "stub_server.py"
@@ -126,11 +126,16 @@ def llamacpp_pids():
 
 def vllm_pids():
     """vLLM's API servers and the processes they start, alive: these rename themselves
-    (`VLLM::EngineCore`, `VLLM::Worker`), so they are found by name as well. A killed one
-    waiting to be reaped (a zombie: it holds nothing but its pid) does not count."""
+    (`VLLM::EngineCore`, `VLLM::Worker`), so they are found by name as well. Renaming
+    overwrites the environment that names their lane: they count unless it names another
+    one (the vLLM tests run on one xdist worker, their xdist_group, so that two lanes never
+    run vLLM at once). A killed one waiting to be reaped (a zombie: it holds nothing but
+    its pid) does not count."""
     pids = server_pids("vllm.entrypoints.openai.api_server")
-    for pid in lane_pids():
-        entry = Path("/proc") / str(pid)
+    lane = os.environ[LANE_VARIABLE]
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or lane_of(entry.name) not in (lane, None):
+            continue
         try:
             name = (entry / "comm").read_text().strip()
             cmdline = (entry / "cmdline").read_bytes()

@@ -17,7 +17,7 @@ from django.db import connection
 from runs.models import Run, RunEvent
 from runs.worker.executor import RunExecutor
 from sweepcore import servermetrics
-from tests.e2e.processes import wait_for
+from tests.e2e.processes import unavailable, wait_for
 from tests.e2e.test_executor import catalog, events, run_inline, scaled_engine, spec, statuses  # noqa: F401
 
 STALL_S = 2
@@ -249,9 +249,9 @@ def tmpfs(path, size):
         done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
                               capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.TimeoutExpired) as exc:
-        pytest.skip(f"cannot mount a tmpfs here: {exc}")
+        unavailable(f"cannot mount a tmpfs here: {exc}")
     if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here (needs root or CAP_SYS_ADMIN): {done.stderr.strip()}")
+        unavailable(f"cannot mount a tmpfs here (needs root or CAP_SYS_ADMIN): {done.stderr.strip()}")
 
 
 @pytest.fixture
