@@ -2,11 +2,7 @@
 live server, a real Celery worker and real simengine servers. Saves full-page
 screenshots under var/screenshots/ (`make screenshots`)."""
 
-import os
-from pathlib import Path
-
 import pytest
-from django.conf import settings
 
 from benchmarks.models import Engine, Sweep
 from runs.models import Point, PointStatus, Run
@@ -15,31 +11,10 @@ from runs.results.compare import VERDICT_COLOURS
 from runs.results.gantt import sweep_gantt
 from runs.results.load_charts import load_charts
 from runs.templatetags.sweeplab_format import num
+from tests.e2e.browser import browser, doc_shot, log_in, shot  # noqa: F401 (browser: a fixture)
 from tests.e2e.processes import celery_worker, simengine_pids, wait_for
 
-CHROMIUM = "/usr/bin/chromium"
-SCREENSHOTS = Path(settings.BASE_DIR) / "var" / "screenshots"
-
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture
-def browser(monkeypatch):
-    # Playwright's sync API keeps an event loop in this thread; the ORM calls the test
-    # makes between browser steps are still plain synchronous code.
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    if not Path(CHROMIUM).exists():
-        if os.environ.get("CI"):
-            pytest.fail(f"{CHROMIUM} is missing: .ci/run installs Debian's chromium")
-        pytest.skip(f"{CHROMIUM} is not installed (apt-get install chromium)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        instance = p.chromium.launch(
-            executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"]
-        )
-        yield instance
-        instance.close()
 
 
 @pytest.fixture
@@ -53,18 +28,6 @@ def operator(catalog, roles, make_user):
     return make_user("olga", "operator")
 
 
-def shot(page, name):
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
-
-
-def doc_shot(target, name):
-    """A small picture for the README (a page's first screen, or one element), which
-    `make screenshots` copies into docs/."""
-    (SCREENSHOTS / "docs").mkdir(parents=True, exist_ok=True)
-    target.screenshot(path=str(SCREENSHOTS / "docs" / f"{name}.png"))
-
-
 # What a chart drew, by its id: each dataset's label, kind and data, a marker's lane row and
 # bar slot (the page's layout) left out; ``served`` is the same of the server's chart.
 DRAWN = """id => window.sweeplabCharts[id].data.datasets.map(d => ({label: d.label, kind: d.kind,
@@ -75,15 +38,6 @@ def served(chart):
     return [{"label": d["label"], "kind": d["kind"],
              "data": [{k: v for k, v in item.items() if k != "y"} for item in d["data"]] if d["kind"] == "marker"
              else d["data"]} for d in chart["datasets"]]
-
-
-def log_in(page, live_server, username, password):
-    page.goto(f"{live_server.url}/")
-    assert "/login/" in page.url
-    page.fill("#id_username", username)
-    page.fill("#id_password", password)
-    page.click("button[type=submit]")
-    page.wait_for_url(f"{live_server.url}/")
 
 
 @pytest.mark.backends
