@@ -169,7 +169,9 @@ def _offsets(ttft_s, itl_s, tokens_per_chunk):
 
 
 class Seeder:
-    """Builds the rows in memory, then writes them with bulk_create."""
+    """Builds the rows in memory, then writes them with bulk_create (``sweep``), or fills a
+    sweep that ``runs.lifecycle.create_sweep`` planned as if a worker had measured it
+    (``finish``)."""
 
     def __init__(self, points_per_run, requests_per_point, rng):
         from benchmarks.models import LLM, Engine, Host, Workload
@@ -215,7 +217,7 @@ class Seeder:
         ``configs``: (method, params, tp, attempt). With ``running``, the last runs are
         still planned and one is half-way through its points."""
         from benchmarks.models import Sweep, SweepStatus
-        from runs.models import Point, PointStatus, RequestRecord, Run, RunEvent, RunStatus, TelemetrySample
+        from runs.models import Point, PointStatus, Run, RunStatus
         from sweepcore.plan import canonical_params
 
         rng = self.rng
@@ -228,8 +230,7 @@ class Seeder:
         Sweep.objects.filter(pk=sweep.pk).update(created_at=created_at)
         n = len(configs)
         planned_from = n - max(1, n // 20) if running and n > 1 else n
-        runs, plans = [], []
-        clock = created_at + timedelta(minutes=2)
+        plans = []
         for position, (method, params, tp, attempt) in enumerate(configs):
             plan = {"status": RunStatus.DONE, "crash_at": None, "measured": len(self.shapes)}
             if position > planned_from:
@@ -240,6 +241,104 @@ class Seeder:
                 plan.update(status=RunStatus.CRASHED, crash_at=rng.randint(1, max(1, len(self.shapes) - 1)))
             elif method == "dflash" and params["block_size"] == 32 and tp == 1:
                 plan.update(status=RunStatus.FAILED, measured=0)
+            plans.append(plan)
+        runs = [Run(sweep=sweep, position=position, method=method, params=params, params_key=canonical_params(params),
+                    tp=tp, attempt=attempt) for position, (method, params, tp, attempt) in enumerate(configs)]
+        self._ran(sweep, runs, plans, created_at + timedelta(minutes=2), engine_version)
+        Run.objects.bulk_create(runs, batch_size=500)
+        Run.objects.filter(sweep=sweep).update(created_at=created_at)
+
+        points, rows = [], []
+        for run, plan in zip(runs, plans):
+            for position, (workload, prompt_tokens, concurrency) in enumerate(self.shapes):
+                row = {"run": run, "position": position, "workload": self.workloads[workload],
+                       "prompt_tokens": prompt_tokens, "max_new_tokens": MAX_NEW_TOKENS,
+                       "concurrency": concurrency}
+                length = prompt_tokens or FIBONACCI_PROMPT_TOKENS
+                if length + MAX_NEW_TOKENS + CONTEXT_MARGIN > CONTEXT_LENGTH:
+                    row.update(status=PointStatus.SKIPPED, reason=(
+                        f"prompt {length} + {MAX_NEW_TOKENS} new + {CONTEXT_MARGIN} margin tokens "
+                        f"> {CONTEXT_LENGTH} usable context"))
+                rows.append((run, plan, row))
+        point_plans = self._measured(rows, slowdown)
+        points = [Point(**row) for _, _, row in rows]
+        Point.objects.bulk_create(points, batch_size=1000)
+        self._records_telemetry_events(runs, plans, points, point_plans)
+        self._count(runs, points)
+        return sweep
+
+    def finish(self, sweep, kv_capacity_per_gpu=180000):
+        """Fill a sweep that ``create_sweep`` planned (its runs and points planned, the context
+        cap's points skipped) as an exclusive worker on the simulated host would have left it:
+        done, the DDTree budgets of CRASHING_BUDGETS crashed at their first point (the rest of
+        theirs not run), the points beyond a run's KV cache (``kv_capacity_per_gpu`` x TP
+        tokens) skipped, every other point measured; with request records, telemetry, events
+        and each run's lease of the host's GPUs, one run after another. Seconds for the
+        example's 23 runs, where a worker takes minutes."""
+        from benchmarks.models import Sweep, SweepStatus
+        from runs.models import GpuLease, Point, PointStatus, Run, RunStatus
+
+        runs = list(Run.objects.filter(sweep=sweep).order_by("position"))
+        points = list(Point.objects.filter(run__sweep=sweep).select_related("workload").order_by("run__position",
+                                                                                                  "position"))
+        by_run = {}
+        for point in points:
+            by_run.setdefault(point.run_id, []).append(point)
+        margin = sweep.spec.get("options", {}).get("context_margin_tokens", CONTEXT_MARGIN)
+        plans, rows = [], []
+        for run in runs:
+            mine = by_run.get(run.pk, [])
+            plan = {"status": RunStatus.DONE, "crash_at": None, "measured": len(mine)}
+            if run.method == "ddtree" and run.params.get("budget") in CRASHING_BUDGETS:
+                first = next((p.position for p in mine if p.status != PointStatus.SKIPPED), None)
+                plan.update(status=RunStatus.CRASHED, crash_at=first)
+            plans.append(plan)
+            kv = kv_capacity_per_gpu * run.tp
+            for point in mine:
+                row = {field: getattr(point, field) for field in ("position", "prompt_tokens", "max_new_tokens",
+                                                                  "concurrency", "status", "reason")}
+                row["workload"] = point.workload
+                length = point.prompt_tokens or FIBONACCI_PROMPT_TOKENS
+                if point.status != PointStatus.SKIPPED and length + point.max_new_tokens + margin > kv:
+                    row.update(status=PointStatus.SKIPPED, reason=(
+                        f"prompt {length} + {point.max_new_tokens} new + {margin} margin tokens "
+                        f"> the server's KV capacity of {kv} tokens"))
+                elif point.status != PointStatus.SKIPPED:
+                    row.pop("status")
+                    row.pop("reason")
+                rows.append((run, plan, row))
+        # It ran until now: launched a minute after it was made, each run taking as long as _ran says.
+        took = timedelta(minutes=sum(3 + plan["measured"] * 0.5 for plan in plans))
+        start = datetime.now(timezone.utc) - took
+        self._ran(sweep, runs, plans, start, f"{ENGINE} 0.5.2")
+        for run in runs:
+            run.kv_capacity_tokens = kv_capacity_per_gpu * run.tp if run.context_length else None
+        Run.objects.bulk_update(runs, RUN_FIELDS, batch_size=500)
+        point_plans = self._measured(rows, None, failed_share=0)  # simengine answers every request
+        updated = []
+        for point, (_, _, row) in zip(points, rows):
+            for field, value in row.items():
+                setattr(point, field, value)
+            updated.append(point)
+        Point.objects.bulk_update(updated, POINT_FIELDS, batch_size=500)
+        self._records_telemetry_events(runs, plans, points, point_plans)
+        leases = [GpuLease(host=sweep.host, gpu_index=gpu, run=run, worker=run.claimed_by, leased_at=run.started_at,
+                           released_at=run.finished_at, release_reason="teardown")
+                  for run in runs for gpu in range(sweep.host.gpu_count)]
+        GpuLease.objects.bulk_create(leases, batch_size=1000)
+        Sweep.objects.filter(pk=sweep.pk).update(
+            status=SweepStatus.DONE, created_at=start - timedelta(minutes=2), launched_at=start - timedelta(minutes=1),
+            finished_at=max(r.finished_at for r in runs))
+        sweep.refresh_from_db()
+        self._count(runs, points)
+        return sweep
+
+    def _ran(self, sweep, runs, plans, clock, engine_version):
+        """Each run's outcome and course (``RUN_FIELDS``) as its plan says, one after another
+        from ``clock``; keeps each plan's start time."""
+        from runs.models import RunStatus
+
+        for run, plan in zip(runs, plans):
             started = clock if plan["status"] != RunStatus.PLANNED else None
             minutes = 2 + plan["measured"] * 0.5
             finished = clock + timedelta(minutes=minutes) if plan["status"] not in (
@@ -248,9 +347,9 @@ class Seeder:
             failed = plan["status"] == RunStatus.FAILED
             crashed = plan["status"] == RunStatus.CRASHED
             ran = started is not None
-            runs.append(Run(
-                sweep=sweep, position=position, method=method, params=params,
-                params_key=canonical_params(params), tp=tp, attempt=attempt, status=plan["status"],
+            tp, method, position = run.tp, run.method, run.position
+            fields = dict(
+                status=plan["status"],
                 reason="server out of memory at startup" if failed else "",
                 failure_kind="cuda_illegal_instruction" if crashed else "cuda_oom" if failed else "",
                 failure_cause=CRASH_CAUSE if crashed else "torch.OutOfMemoryError: CUDA out of memory" if failed else "",
@@ -268,59 +367,62 @@ class Seeder:
                 # worker's, which the sweep page says).
                 heartbeat_at=finished or (datetime.now(timezone.utc) if plan["status"] == RunStatus.RUNNING
                                           else started),
-            ))
+            )
+            for field, value in fields.items():
+                setattr(run, field, value)
             plan["started"] = started
-            plans.append(plan)
-        Run.objects.bulk_create(runs, batch_size=500)
-        Run.objects.filter(sweep=sweep).update(created_at=created_at)
 
-        points, point_plans = [], []
-        for run, plan in zip(runs, plans):
-            t = plan["started"]
-            for position, (workload, prompt_tokens, concurrency) in enumerate(self.shapes):
-                row = {"run": run, "position": position, "workload": self.workloads[workload],
-                       "prompt_tokens": prompt_tokens, "max_new_tokens": MAX_NEW_TOKENS,
-                       "concurrency": concurrency}
-                length = prompt_tokens or FIBONACCI_PROMPT_TOKENS
-                capped = length + MAX_NEW_TOKENS + CONTEXT_MARGIN > CONTEXT_LENGTH
-                extra = None
-                if capped:
-                    row.update(status=PointStatus.SKIPPED, reason=(
-                        f"prompt {length} + {MAX_NEW_TOKENS} new + {CONTEXT_MARGIN} margin tokens "
-                        f"> {CONTEXT_LENGTH} usable context"))
-                elif plan["status"] == RunStatus.FAILED:
-                    row.update(status=PointStatus.NOT_RUN, reason="the server did not start")
-                elif plan["crash_at"] is not None and position == plan["crash_at"]:
-                    row.update(status=PointStatus.CRASHED, reason=f"the server died: {CRASH_CAUSE}",
-                               completed=0, failed=self.requests_per_point,
-                               errors={"server_disconnected": {"count": self.requests_per_point,
-                                                               "example": "Server disconnected"}})
-                    extra = ("crashed", 0.2, 0.02, 1)
-                elif plan["crash_at"] is not None and position > plan["crash_at"]:
-                    row.update(status=PointStatus.NOT_RUN, reason="its server died at an earlier point")
-                elif position >= plan["measured"]:
-                    row.update(status=PointStatus.PLANNED)
+    def _measured(self, rows, slowdown, failed_share=0.01):
+        """Fill each point's row (``(run, plan, row)`` in the order they ran) as its run's plan
+        says it ended, a skipped one left as it is, about ``failed_share`` of the measured ones
+        failed (HTTP 500); returns, per row, what its request records need (None: no request
+        was sent)."""
+        from runs.models import PointStatus, RunStatus
+
+        rng = self.rng
+        extras, clock = [], {}
+        for run, plan, row in rows:
+            t = clock.get(id(run), plan["started"])
+            position, prompt_tokens, concurrency = row["position"], row["prompt_tokens"], row["concurrency"]
+            length = prompt_tokens or FIBONACCI_PROMPT_TOKENS
+            extra = None
+            if row.get("status") == PointStatus.SKIPPED:
+                pass
+            elif plan["status"] == RunStatus.FAILED:
+                row.update(status=PointStatus.NOT_RUN, reason="the server did not start")
+            elif plan["crash_at"] is not None and position == plan["crash_at"]:
+                row.update(status=PointStatus.CRASHED, reason=f"the server died: {CRASH_CAUSE}",
+                           completed=0, failed=self.requests_per_point,
+                           errors={"server_disconnected": {"count": self.requests_per_point,
+                                                           "example": "Server disconnected"}})
+                extra = ("crashed", 0.2, 0.02, 1)
+            elif plan["crash_at"] is not None and position > plan["crash_at"]:
+                row.update(status=PointStatus.NOT_RUN, reason="its server died at an earlier point")
+            elif position >= plan["measured"]:
+                row.update(status=PointStatus.PLANNED)
+            else:
+                metrics, ttft_s, itl_s, per_chunk = point_metrics(
+                    rng, run.method, run.params, run.tp, prompt_tokens, concurrency, self.requests_per_point,
+                    slowdown=(slowdown or {}).get(run.method, 1.0))
+                if rng.random() < failed_share:  # a point whose requests errored
+                    row.update(status=PointStatus.FAILED, reason="1 of its requests failed: HTTP 500",
+                               completed=self.requests_per_point - 1, failed=1,
+                               errors={"http_500": {"count": 1, "example": "HTTP 500: Internal Server Error"}})
+                    extra = ("failed", ttft_s, itl_s, per_chunk)
                 else:
-                    method, params, tp = run.method, run.params, run.tp
-                    metrics, ttft_s, itl_s, per_chunk = point_metrics(
-                        rng, method, params, tp, prompt_tokens, concurrency, self.requests_per_point,
-                        slowdown=(slowdown or {}).get(method, 1.0))
-                    if rng.random() < 0.01:  # a point whose requests errored
-                        row.update(status=PointStatus.FAILED, reason="1 of its requests failed: HTTP 500",
-                                   completed=self.requests_per_point - 1, failed=1,
-                                   errors={"http_500": {"count": 1, "example": "HTTP 500: Internal Server Error"}})
-                        extra = ("failed", ttft_s, itl_s, per_chunk)
-                    else:
-                        row.update(status=PointStatus.OK, actual_prompt_tokens=length, **metrics)
-                        extra = ("ok", ttft_s, itl_s, per_chunk)
-                if extra is not None:
-                    duration = row.get("duration") or 1.0
-                    row.update(started_at=t, finished_at=t + timedelta(seconds=duration))
-                    t = t + timedelta(seconds=duration + 2)
-                points.append(Point(**row))
-                point_plans.append(extra)
-        Point.objects.bulk_create(points, batch_size=1000)
+                    row.update(status=PointStatus.OK, reason="", actual_prompt_tokens=length, **metrics)
+                    extra = ("ok", ttft_s, itl_s, per_chunk)
+            if extra is not None:
+                duration = row.get("duration") or 1.0
+                row.update(started_at=t, finished_at=t + timedelta(seconds=duration))
+                clock[id(run)] = t + timedelta(seconds=duration + 2)
+            extras.append(extra)
+        return extras
 
+    def _records_telemetry_events(self, runs, plans, points, point_plans):
+        from runs.models import RequestRecord, RunEvent, RunStatus, TelemetrySample
+
+        rng = self.rng
         records = []
         for point, extra in zip(points, point_plans):
             if extra is None:
@@ -350,6 +452,7 @@ class Seeder:
                         spec_verify_ct=math.ceil(MAX_NEW_TOKENS / per_chunk) if per_chunk > 1 else None,
                     ))
         RequestRecord.objects.bulk_create(records, batch_size=2000)
+        self.counts["requests"] += len(records)
 
         samples, events = [], []
         for run, plan in zip(runs, plans):
@@ -375,13 +478,26 @@ class Seeder:
                 events.append(RunEvent(run=run, at=end, kind="finished", message="run finished"))
         TelemetrySample.objects.bulk_create(samples, batch_size=2000)
         RunEvent.objects.bulk_create(events, batch_size=2000)
+        self.counts["telemetry"] += len(samples)
+        self.counts["events"] += len(events)
 
-        for key, n_rows in (("sweeps", 1), ("runs", len(runs)), ("points", len(points)),
-                            ("requests", len(records)), ("telemetry", len(samples)), ("events", len(events))):
+    def _count(self, runs, points):
+        for key, n_rows in (("sweeps", 1), ("runs", len(runs)), ("points", len(points))):
             self.counts[key] += n_rows
         for p in points:
             self.point_status[p.status] = self.point_status.get(p.status, 0) + 1
-        return sweep
+
+
+#: What ``Seeder._ran`` sets on a run, and ``Seeder._measured`` may set on a point.
+RUN_FIELDS = ["status", "reason", "failure_kind", "failure_cause", "failure_log", "argv", "engine_version",
+              "server_info", "context_length", "kv_capacity_tokens", "log_path", "claimed_by", "claimed_at",
+              "started_at", "finished_at", "heartbeat_at"]
+POINT_FIELDS = ["status", "reason", "completed", "failed", "errors", "started_at", "finished_at",
+                "actual_prompt_tokens", "duration", "total_input_tokens", "total_output_tokens",
+                "request_throughput", "output_throughput", "total_token_throughput", "decode_tok_s",
+                "max_output_tokens_per_s", "accept_length", "server_decode_tok_s", "event_loop_lag_p99_ms",
+                *(f"{stat}_{metric}_ms" for metric in ("ttft", "tpot", "itl", "e2el")
+                  for stat in ("mean", "median", "std", "p90", "p99"))]
 
 
 def seed(runs=500, points_per_run=40, requests_per_point=3, random_seed=1):

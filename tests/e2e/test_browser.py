@@ -1,11 +1,10 @@
 """The product in a real browser: Debian's Chromium driven by Playwright, against the
 live server, a real Celery worker and real simengine servers. Saves full-page
-screenshots under var/screenshots/ (`make screenshots`)."""
-
-from pathlib import Path
+screenshots under var/screenshots/ (`make screenshots`). The real llama.cpp sweep in the
+browser is tests/e2e/test_llamacpp_sweep.py's, the example at full size
+tests/e2e/test_browser_full_size.py's."""
 
 import pytest
-from django.conf import settings
 
 from benchmarks.models import Engine, Sweep
 from runs.models import Point, PointStatus, Run
@@ -14,29 +13,10 @@ from runs.results.compare import VERDICT_COLOURS
 from runs.results.gantt import sweep_gantt
 from runs.results.load_charts import load_charts
 from runs.templatetags.sweeplab_format import num
-from tests.e2e.processes import celery_worker, simengine_pids, unavailable, wait_for
-
-CHROMIUM = "/usr/bin/chromium"
-SCREENSHOTS = Path(settings.BASE_DIR) / "var" / "screenshots"
+from tests.e2e.browser import browser, doc_shot, log_in, shot  # noqa: F401 (browser: a fixture)
+from tests.e2e.processes import celery_worker, simengine_pids, wait_for
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture
-def browser(monkeypatch):
-    # Playwright's sync API keeps an event loop in this thread; the ORM calls the test
-    # makes between browser steps are still plain synchronous code.
-    monkeypatch.setenv("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
-    if not Path(CHROMIUM).exists():
-        unavailable(f"{CHROMIUM} is not installed (apt-get install chromium; .ci/run installs it)")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        instance = p.chromium.launch(
-            executable_path=CHROMIUM, args=["--no-sandbox", "--disable-gpu", "--disable-background-networking"]
-        )
-        yield instance
-        instance.close()
 
 
 @pytest.fixture
@@ -50,18 +30,6 @@ def operator(catalog, roles, make_user):
     return make_user("olga", "operator")
 
 
-def shot(page, name):
-    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SCREENSHOTS / f"{name}.png"), full_page=True)
-
-
-def doc_shot(target, name):
-    """A small picture for the README (a page's first screen, or one element), which
-    `make screenshots` copies into docs/."""
-    (SCREENSHOTS / "docs").mkdir(parents=True, exist_ok=True)
-    target.screenshot(path=str(SCREENSHOTS / "docs" / f"{name}.png"))
-
-
 # What a chart drew, by its id: each dataset's label, kind and data, a marker's lane row and
 # bar slot (the page's layout) left out; ``served`` is the same of the server's chart.
 DRAWN = """id => window.sweeplabCharts[id].data.datasets.map(d => ({label: d.label, kind: d.kind,
@@ -72,15 +40,6 @@ def served(chart):
     return [{"label": d["label"], "kind": d["kind"],
              "data": [{k: v for k, v in item.items() if k != "y"} for item in d["data"]] if d["kind"] == "marker"
              else d["data"]} for d in chart["datasets"]]
-
-
-def log_in(page, live_server, username, password):
-    page.goto(f"{live_server.url}/")
-    assert "/login/" in page.url
-    page.fill("#id_username", username)
-    page.fill("#id_password", password)
-    page.click("button[type=submit]")
-    page.wait_for_url(f"{live_server.url}/")
 
 
 @pytest.mark.backends
@@ -313,50 +272,6 @@ def test_build_launch_watch_and_chart_a_sweep_in_the_browser(browser, operator, 
     shot(page, "history")
     assert errors == []
     assert wait_for(lambda: not (simengine_pids() - before), timeout=10)
-
-
-@pytest.mark.agnostic
-def test_a_real_llama_cpp_sweep_in_the_browser(browser, operator, live_server, tmp_path):
-    """The demo's real half, small: llama.cpp on this CPU, watched and charted in the
-    browser. Its pictures open the README."""
-    from benchmarks.catalog import load_catalog
-    from runs.lifecycle import create_sweep, launch_sweep
-    from sweepcore.spec import validate
-    from tests.e2e.processes import llamacpp_pids
-
-    before = llamacpp_pids()
-    spec = validate({
-        "name": "smollm2-cpu-small", "host": "local-cpu", "engine": "llamacpp-cpu", "model": "SmolLM2-135M-Instruct",
-        "tp": [1], "methods": ["autoregressive", {"prompt-lookup": {"num_pred_tokens": [2, 8]}}],
-        "workloads": ["fibonacci", {"long-context": {"prompt_tokens": [256, 2100]}}],
-        "max_new_tokens": 64, "requests_per_point": 6, "warmup_requests": 1,
-    }, load_catalog())
-    sweep, _ = create_sweep(spec, owner=operator)
-    page = browser.new_page(viewport={"width": 1400, "height": 900})
-    errors = []
-    page.on("pageerror", lambda exc: errors.append(str(exc)))
-    log_in(page, live_server, "olga", "pw-olga-12345")
-    with celery_worker(["host.local-cpu"], tmp_path / "worker.log"):
-        launch_sweep(sweep)
-        page.goto(f"{live_server.url}/sweeps/{sweep.pk}/")
-        page.wait_for_selector("[data-field=sweep-status]:has-text('Done')", timeout=300_000)
-    page.reload()
-    page.wait_for_selector("#comparison-charts[data-ready=true]")
-    decode = page.evaluate(
-        """() => window.sweeplabCharts.decode_tok_s.data.datasets.map(
-               d => ({label: d.label, kind: d.kind, reasons: d.kind === 'marker' ? d.data.map(p => p.reason) : []}))"""
-    )
-    values = [d["label"] for d in decode if d["kind"] != "marker"]
-    assert values == ["autoregressive TP1", "prompt-lookup num_pred_tokens=2 TP1", "prompt-lookup num_pred_tokens=8 TP1"]
-    # The 2100-token point is beyond n_ctx: a skipped marker with its numbers, never a bar.
-    skipped = [r for d in decode if d["kind"] == "marker" and d["label"].startswith("Skipped") for r in d["reasons"]]
-    assert skipped and all("2100 + 64 + 16 > 2048" in r for r in skipped)
-    assert set(Point.objects.filter(run__sweep=sweep).exclude(prompt_tokens=2100).values_list("status", flat=True)) == {"ok"}
-    shot(page, "real-sweep-detail")
-    doc_shot(page.locator(".chart-box[data-chart='decode_tok_s']"), "real-decode-chart")
-    doc_shot(page.locator(".chart-box[data-chart='speedup']"), "real-speedup-chart")
-    assert errors == []
-    assert wait_for(lambda: not (llamacpp_pids() - before), timeout=15)
 
 
 @pytest.mark.agnostic

@@ -1,20 +1,32 @@
 """The sweep page at real size, in a real browser (issue 18): the seed's example spec
-(examples/qwen3.6-27b-sm120.yaml: 23 configurations, 161 points) measured by a real worker
-on simengine, watched live at 1440x900, then read when it is done. Saves the README's
-full-size screenshots (`make screenshots`)."""
+(examples/qwen3.6-27b-sm120.yaml: 23 configurations, 161 points) read at 1440x900 once it
+is done, and a small sweep of the same host watched live through a real worker, with
+another queued behind it.
+
+The layout test reads the example as bench/ui_scale.py seeds it (its Seeder.finish: the
+planned sweep filled as an exclusive worker leaves it, in seconds): what the page draws
+depends on the points' statuses and values, not on who measured them. The real example
+through an 8-slot worker on simengine (about 6 minutes) takes the README's full-size
+pictures: `SWEEPLAB_FULL_SIZE_REAL=1` runs it (`make screenshots`); otherwise it is
+skipped, saying so."""
+
+import os
+import random
 
 import pytest
 
+from bench.ui_scale import Seeder
 from benchmarks.models import Engine
 from runs.lifecycle import create_sweep, launch_sweep
 from runs.management.commands.demo import EXAMPLES, demo_spec
+from tests.e2e.browser import browser, doc_shot, log_in, shot  # noqa: F401 (browser: a fixture)
 from tests.e2e.processes import celery_worker
-from tests.e2e.test_browser import browser, doc_shot, log_in, shot  # noqa: F401 (browser: a fixture)
 
 pytestmark = [pytest.mark.slow, pytest.mark.agnostic]
 
 HOST = "sim-8x-rtxpro6000"
 VIEWPORT = {"width": 1440, "height": 900}
+EXAMPLE = EXAMPLES / "qwen3.6-27b-sm120.yaml"
 # The example as it is (its methods, TPs, workloads, prompt lengths and exclusion: 23 runs,
 # 161 points), with fewer and shorter requests per point so that it runs in minutes.
 FAST = {
@@ -22,9 +34,14 @@ FAST = {
     "max_new_tokens": 32,
     "until_stable": {"metric": "decode_tok_s", "rel_ci": 0.05, "min_requests": 5, "max_requests": 6},
 }
-# A small sweep on the same host, launched after it: it waits behind it.
+# A small sweep of the example's host, watched live: two TPs (the page's panels per TP) of
+# two methods, three points each, a run after another.
+LIVE = {**FAST, "name": "live-small", "tp": [1, 4], "methods": ["autoregressive", {"ddtree": {"budget": [15]}}],
+        "workloads": ["fibonacci", {"long-context": {"prompt_tokens": [3000, 8000]}}]}
+# A small sweep on the same host, launched after the watched one: it waits behind it.
 BEHIND = {"name": "queued-behind", "methods": ["autoregressive"], "tp": [1], "workloads": ["fibonacci"],
           "max_new_tokens": 16, "until_stable": None, "requests_per_point": 5}
+REAL = os.environ.get("SWEEPLAB_FULL_SIZE_REAL") == "1"
 
 # Every Chart.js instance on the page: its plot (the value axis where the chart has a
 # marker lane under it), and its legend's box: the HTML legend under a comparison chart,
@@ -53,6 +70,7 @@ MEASURE = """() => Object.entries(window.sweeplabCharts).map(([id, c]) => {
 })"""
 
 
+
 @pytest.fixture
 def operator(catalog, roles, make_user):
     """olga, an operator, and the simulated engine at 1/20 of real time."""
@@ -63,25 +81,33 @@ def operator(catalog, roles, make_user):
     return make_user("olga", "operator")
 
 
-def test_the_example_sweep_at_full_size_reads_at_a_glance_and_moves_live(browser, operator, live_server, tmp_path):
-    spec = demo_spec(EXAMPLES / "qwen3.6-27b-sm120.yaml", {**FAST, "engine": "sglang-sim"})
-    sweep, plan = create_sweep(spec)
-    assert (plan.totals["runs"], plan.totals["points"]) == (23, 161)
-    behind, _ = create_sweep(demo_spec(EXAMPLES / "qwen3.6-27b-sm120.yaml", {**BEHIND, "engine": "sglang-sim"}))
-    launch_sweep(sweep)
-    launch_sweep(behind)
+def example_sweep(overrides):
+    return create_sweep(demo_spec(EXAMPLE, {**overrides, "engine": "sglang-sim"}))
 
+
+def open_page(browser, live_server, sweep):
+    """A logged-in page on the sweep, its charts drawn; the page errors it raises, collected."""
     page = browser.new_page(viewport=VIEWPORT)
     errors = []
     page.on("pageerror", lambda exc: errors.append(str(exc)))
     log_in(page, live_server, "olga", "pw-olga-12345")
-    url = f"{live_server.url}{sweep.get_absolute_url()}"
-    page.goto(url)
+    page.goto(f"{live_server.url}{sweep.get_absolute_url()}")
     page.wait_for_selector("#comparison-charts[data-ready=true]")
+    return page, errors
+
+
+def watch_it_run_with_another_behind(browser, live_server, sweep, worker_log, concurrency, name):
+    """`sweep` and then a small one (BEHIND) launched on the host, a page open on `sweep`, a
+    worker started: the sweep behind names what it waits for, and `sweep`'s page moves live,
+    without a reload, to Done. Returns the page and the errors it raised."""
+    behind, _ = example_sweep(BEHIND)
+    launch_sweep(sweep)
+    launch_sweep(behind)
+    page, errors = open_page(browser, live_server, sweep)
     page.evaluate("window.__notReloaded = true")
     status_before = page.evaluate("JSON.stringify(window.sweeplabCharts.status.data.datasets.map(d => d.data))")
 
-    with celery_worker([f"host.{HOST}"], tmp_path / "worker.log", concurrency=8):
+    with celery_worker([f"host.{HOST}"], worker_log, concurrency=concurrency):
         # The sweep queued behind it names what it waits for.
         other = browser.new_page(viewport=VIEWPORT)
         log_in(other, live_server, "olga", "pw-olga-12345")
@@ -110,11 +136,14 @@ def test_the_example_sweep_at_full_size_reads_at_a_glance_and_moves_live(browser
             "n => window.sweeplabCharts['decode_tok_s@TP1'].data.datasets.filter(d => d.kind === 'value')"
             ".flatMap(d => d.data).filter(i => i.y !== null).length > n", arg=drawn, timeout=180_000)
         assert page.evaluate("Number(document.getElementById('comparison-charts').dataset.version)") > version
-        shot(page, "sweep-full-size-running")
+        shot(page, f"{name}-running")
         page.wait_for_selector("[data-field=sweep-status]:has-text('Done')", timeout=480_000)
         assert page.evaluate("window.__notReloaded === true")
+    return page, errors
 
-    # Done, read afresh: the whole page at a glance.
+
+def reads_at_a_glance(page, url):
+    """The finished example's page, read afresh: the whole page at a glance."""
     page.goto(url)
     page.wait_for_selector("#comparison-charts[data-ready=true]")
     page.wait_for_selector("#load-charts[data-ready=true]")
@@ -142,6 +171,34 @@ def test_the_example_sweep_at_full_size_reads_at_a_glance_and_moves_live(browser
     # The points table shows its metrics without sideways scrolling.
     assert page.evaluate(
         "() => { const s = document.querySelector('#points-table .table-scroll'); return s.scrollWidth <= s.clientWidth; }")
+
+
+def test_the_finished_example_at_full_size_reads_at_a_glance(browser, operator, live_server):
+    sweep, plan = example_sweep(FAST)
+    assert (plan.totals["runs"], plan.totals["points"]) == (23, 161)
+    # TP1's KV cache holds 28,000 tokens (30,000-token points skipped), as the simulated host's does.
+    Seeder(points_per_run=0, requests_per_point=6, rng=random.Random(1)).finish(sweep, kv_capacity_per_gpu=28000)
+    page, errors = open_page(browser, live_server, sweep)
+    reads_at_a_glance(page, page.url)
+    assert errors == []
+    shot(page, "sweep-full-size-seeded")
+
+
+def test_a_small_sweep_moves_live_while_the_next_waits_behind_it(browser, operator, live_server, tmp_path):
+    sweep, _ = example_sweep(LIVE)
+    page, errors = watch_it_run_with_another_behind(browser, live_server, sweep, tmp_path / "worker.log",
+                                                    concurrency=1, name="sweep-small")
+    assert errors == []
+
+
+@pytest.mark.skipif(not REAL, reason="the real example (minutes) takes the README's pictures: "
+                                     "SWEEPLAB_FULL_SIZE_REAL=1 (make screenshots)")
+def test_the_real_example_at_full_size_moves_live_and_reads_at_a_glance(browser, operator, live_server, tmp_path):
+    sweep, plan = example_sweep(FAST)
+    assert (plan.totals["runs"], plan.totals["points"]) == (23, 161)
+    page, errors = watch_it_run_with_another_behind(browser, live_server, sweep, tmp_path / "worker.log",
+                                                    concurrency=8, name="sweep-full-size")
+    reads_at_a_glance(page, f"{live_server.url}{sweep.get_absolute_url()}")
     assert errors == []
     shot(page, "sweep-full-size")
     doc_shot(page, "sweep-full-size-top")

@@ -6,7 +6,7 @@ import pytest
 
 from benchmarks.catalog import load_catalog
 from runs.lifecycle import create_sweep, launch_sweep
-from runs.models import GpuLease, Run, RunEvent
+from runs.models import GpuLease, RequestRecord, Run, RunEvent
 from sweepcore.gpus import overlapping_leases
 from sweepcore.spec import validate
 from tests.e2e.processes import celery_worker
@@ -115,3 +115,34 @@ def test_a_killed_workers_gpus_go_to_another_worker_once_its_heartbeat_is_stale(
             lease.release_reason
     leases = GpuLease.objects.filter(run__in=runs)
     assert overlapping_leases((l.host_id, l.gpu_index, l.leased_at, l.released_at, l.run_id) for l in leases) == []
+
+
+def test_eight_tp1_runs_packed_on_an_eight_slot_worker_write_every_point_at_once(catalog, tmp_path):
+    """Eight runs on one GPU each, from eight worker processes at once: on SQLite every
+    writer queues for the one database lock, on PostgreSQL they take row locks (leases,
+    claims, heartbeats, points). Nothing is lost or refused, and no GPU is held twice."""
+    fast_engine(0.1)
+    spec = validate({
+        "name": "eight-tp1-pack", "host": "sim-8x-rtxpro6000", "engine": "sglang-sim", "model": "Qwen/Qwen3.6-27B",
+        "tp": [1], "methods": ["autoregressive", {"dflash": {"block_size": [16]}},
+                               {"ddtree": {"budget": [4, 6, 15, 16, 32, 64]}}],
+        "workloads": ["fibonacci", {"long-context": {"prompt_tokens": [1000, 2000]}}],
+        "max_new_tokens": 32, "requests_per_point": 4, "options": {"packing": "pack"},
+    }, load_catalog())
+    sweep, _ = create_sweep(spec)
+    log = tmp_path / "worker.log"
+    with celery_worker(["host.sim-8x-rtxpro6000"], log, concurrency=8):
+        launch_sweep(sweep)
+        wait_sweep(sweep, timeout=300, log=log)
+    runs = list(Run.objects.filter(sweep=sweep).order_by("position"))
+    assert len(runs) == 8 and [r.status for r in runs] == ["done"] * 8, [(r.status, r.failure_cause) for r in runs]
+    assert "database is locked" not in log.read_text()
+    for run in runs:
+        assert [p.status for p in run.points.order_by("position")] == ["ok"] * 3
+        assert RequestRecord.objects.filter(point__run=run).count() == 3 * 4
+    leases = list(GpuLease.objects.filter(run__in=runs))
+    assert len(leases) == 8 and all(l.release_reason == "teardown" for l in leases)
+    assert overlapping_leases((l.host_id, l.gpu_index, l.leased_at, l.released_at, l.run_id) for l in leases) == []
+    # All eight held their GPU at the same moment: the last lease was taken before the first went back.
+    assert max(l.leased_at for l in leases) < min(l.released_at for l in leases)
+    assert sorted(l.gpu_index for l in leases) == list(range(8))

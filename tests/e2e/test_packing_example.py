@@ -11,7 +11,12 @@ the exclusive run's command, its port apart; and, point by point, no decode spee
 comparison rule calls better or worse than the exclusive one's by more than a fifth, beyond
 the rule's chance (a tenth of the points compared: its false-positive rate is 1.5-2.6 %,
 bench/validity.py). The killed host's runs finish on the other host, their GPUs given back
-only once stale."""
+only once stale.
+
+The exclusive sweep is also the proof of the example's course through a worker: its SM120
+crashes (DDTree budgets 8 and 12) quarantined for the next sweep, the context cap at plan
+time, TP1's KV cap at run time, never a zero recorded as a result, tree speculation several
+times faster than plain decoding on code."""
 
 import os
 import signal
@@ -21,14 +26,15 @@ from datetime import timedelta
 import pytest
 
 from benchmarks.catalog import load_catalog
+from benchmarks.models import KnownFailure
 from runs.lifecycle import create_sweep, launch_sweep
-from runs.models import GpuLease, RequestRecord, Run, RunEvent
+from runs.models import GpuLease, Point, RequestRecord, Run, RunEvent
 from runs.results.gantt import sweep_gantt
 from sweepcore.gpus import overlapping_leases
-from sweepcore.spec import load_yaml, validate
+from sweepcore.spec import load_spec_file, load_yaml, validate
 from sweepcore.stats import compare_samples
 from tests.e2e.processes import celery_worker, simengine_pids, wait_for
-from tests.e2e.test_sweep_worker import EXAMPLE, fast_engine, wait_sweep
+from tests.e2e.test_sweep_worker import EXAMPLE, fast_engine, run_of, wait_sweep
 
 pytestmark = [pytest.mark.slow, pytest.mark.agnostic, pytest.mark.quiet]
 
@@ -43,13 +49,21 @@ STALE_S = 6  # heartbeats every 1.5 s (a quarter of it): a busy worker is not ta
 ENV = {"SWEEPLAB_STALE_CLAIM_S": str(STALE_S), "SWEEPLAB_GPU_LEASE_POLL_S": "0.5", "SWEEPLAB_TAKE_POLL_S": "0.5"}
 
 
+#: New tokens a request: past the 37th, where DDTree budget 12 dies on SM120 (the profile's
+#: crash rule), so that both crashing budgets crash.
+NEW_TOKENS = 40
+#: Beyond the model's 32,768 tokens of context with 40 new and the 16-token margin: skipped
+#: when the sweep is planned, at every TP.
+BEYOND_CONTEXT = 32730
+
+
 def example(packing, hosts):
-    """The example's configurations with few, short points: the fixed prompt, a long one
-    and one the context cap skips."""
+    """The example's configurations with few, short points: the fixed prompt, a long one, one
+    that TP1's KV cache cannot hold (TP4 and TP8 measure it) and one beyond the context."""
     data = load_yaml(EXAMPLE.read_text(encoding="utf-8"), source=str(EXAMPLE))
     del data["until_stable"]
-    data.update(name=f"{data['name']}-{packing}-{len(hosts)}", requests_per_point=6, max_new_tokens=32,
-                workloads=["fibonacci", {"long-context": {"prompt_tokens": [3000, 32700]}}])
+    data.update(name=f"{data['name']}-{packing}-{len(hosts)}", requests_per_point=6, max_new_tokens=NEW_TOKENS,
+                workloads=["fibonacci", {"long-context": {"prompt_tokens": [3000, 32700, BEYOND_CONTEXT]}}])
     # Each sweep meets the crashes itself (the first would quarantine them for the others).
     data["options"].update(packing=packing, retry_quarantined=True)
     if len(hosts) > 1:
@@ -130,6 +144,48 @@ def same_as(exclusive, packed):
     return verdicts, beyond, validity
 
 
+def the_example_ran_its_course(sweep):
+    """The exclusive sweep's outcome, as the example's SM120 host would give it; then the next
+    sweep of the example plans the crashed configurations as quarantined."""
+    runs = list(Run.objects.filter(sweep=sweep))
+    assert sweep.status == "done" and len(runs) == 23
+    for budget in (8, 12):
+        for tp in (1, 4, 8):
+            run = run_of(sweep, "ddtree", tp, budget=budget)
+            assert run.status == "crashed" and run.failure_kind == "cuda_illegal_instruction", run.failure_cause
+            others = run.points.exclude(status__in=["crashed", "skipped"])
+            assert set(others.values_list("status", flat=True)) == {"not_run"}
+    crashed_ids = {r.pk for r in runs if r.status == "crashed"}
+    assert len(crashed_ids) == 6
+    assert all(r.status == "done" for r in runs if r.pk not in crashed_ids)
+
+    # Never a zero recorded as a result.
+    assert not Point.objects.filter(run__sweep=sweep, status="ok", total_output_tokens__lte=0).exists()
+    assert not Point.objects.filter(run__sweep=sweep, status="ok", decode_tok_s__isnull=True).exists()
+    # Beyond the context: skipped at plan time, everywhere.
+    beyond = Point.objects.filter(run__sweep=sweep, prompt_tokens=BEYOND_CONTEXT)
+    assert beyond.count() == 23
+    for p in beyond:
+        assert p.status == "skipped" and f"{BEYOND_CONTEXT} + {NEW_TOKENS} + 16 > 32768" in p.reason, p.reason
+    # 32,700 tokens do not fit TP1's KV cache; TP4 and TP8 measure them.
+    ar1, ar4, ar8 = (run_of(sweep, "autoregressive", tp) for tp in (1, 4, 8))
+    assert ar1.points.get(prompt_tokens=32700).status == "skipped"
+    assert "KV capacity" in ar1.points.get(prompt_tokens=32700).reason
+    assert ar4.points.get(prompt_tokens=32700).status == "ok"
+    assert ar8.points.get(prompt_tokens=32700).status == "ok"
+    # Tree speculation on code is several times faster than plain decoding.
+    fib_ar = ar1.points.get(workload__name="fibonacci").decode_tok_s
+    fib_dd = run_of(sweep, "ddtree", 1, budget=15).points.get(workload__name="fibonacci").decode_tok_s
+    assert fib_dd > 3 * fib_ar
+    assert run_of(sweep, "ddtree", 1, budget=15).points.get(workload__name="fibonacci").accept_length > 3
+
+    # The next sweep of the example as it is plans budgets 8 and 12 as quarantined.
+    assert KnownFailure.objects.filter(active=True).count() == 6
+    again, _ = create_sweep(load_spec_file(EXAMPLE, load_catalog()))
+    skipped = {(r.params.get("budget"), r.tp) for r in Run.objects.filter(sweep=again, status="skipped")}
+    assert skipped == {(8, 1), (8, 4), (8, 8), (12, 1), (12, 4), (12, 8)}
+
+
 def test_the_example_packed_on_one_and_two_hosts_ends_as_exclusive(catalog, tmp_path):
     fast_engine(0.05)
     before = simengine_pids()
@@ -141,6 +197,9 @@ def test_the_example_packed_on_one_and_two_hosts_ends_as_exclusive(catalog, tmp_
             launch_sweep(sweep)
             wait_sweep(sweep, timeout=600, log=log)
         sweeps[packing] = sweep
+        if packing == "exclusive":
+            the_example_ran_its_course(sweep)
+            assert wait_for(lambda: not (simengine_pids() - before), timeout=10)
 
     # Two hosts; host A's worker is killed while one of its runs is mid-way.
     sweep, _ = create_sweep(example("pack", [A, B]))
