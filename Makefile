@@ -44,9 +44,11 @@ test-core: $(STAMP)
 CORE_PYTEST = env -u DJANGO_SETTINGS_MODULE $(PY) -m pytest tests/core
 
 # Full-page screenshots of the pages, taken by the browser tests, into var/screenshots/,
-# and the README's pictures (one screen or one chart each) into docs/.
+# and the README's pictures (one screen or one chart each) into docs/. The full-size ones
+# come from the real example run through a worker (minutes), which CI leaves out.
 screenshots: $(STAMP)
-	$(PY) -m pytest tests/e2e/test_browser.py tests/e2e/test_browser_full_size.py -q
+	SWEEPLAB_FULL_SIZE_REAL=1 $(PY) -m pytest -q tests/e2e/test_browser.py \
+	    tests/e2e/test_browser_full_size.py tests/e2e/test_llamacpp_sweep.py
 	@ls var/screenshots/
 	cp var/screenshots/docs/*.png docs/
 
