@@ -26,7 +26,10 @@ from sweepcore.server import ServerProcess, free_port, group_members
 from sweepcore.spec import validate
 from tests.e2e.processes import ROOT, celery_worker, unavailable, vllm_pids, wait_for, wait_sweep_done
 
-pytestmark = [pytest.mark.slow, pytest.mark.agnostic, pytest.mark.vllm]
+# One xdist worker runs them all, one after another: two vLLMs at once would share two
+# cores, and their renamed engine processes cannot say which lane they belong to
+# (processes.vllm_pids).
+pytestmark = [pytest.mark.slow, pytest.mark.agnostic, pytest.mark.vllm, pytest.mark.xdist_group("vllm")]
 
 QUEUE = "host.local-cpu"
 LAUNCH_S = 600  # two launches and their points, on a busy two-core machine
