@@ -103,7 +103,9 @@ def test_build_launch_watch_and_chart_a_sweep_in_the_browser(browser, operator, 
     assert "extrapolated" not in page.inner_text("[data-field=estimate]")
 
     page.goto(url)
+    # The comparison and the load section (the Pareto view) are fetched and drawn apart.
     page.wait_for_selector("#comparison-charts[data-ready=true]")
+    page.wait_for_selector("#load-charts[data-ready=true]")
     charts = page.evaluate(
         """() => Object.fromEntries(Object.entries(window.sweeplabCharts).map(
                ([name, chart]) => [name, chart.data.datasets.map(d => d.label)]))"""
