@@ -4,6 +4,7 @@ in what order. tests/core has its own pytest.ini and never loads this file."""
 
 import json
 import os
+import re
 import shutil
 from io import StringIO
 from pathlib import Path
@@ -109,6 +110,25 @@ def django_db_modify_db_settings_xdist_suffix():
             continue  # in memory: its own already
         test = database.setdefault("TEST", {})
         test["NAME"] = f"{test.get('NAME') or 'test_' + database['NAME']}_{LANE}"
+        if database["ENGINE"].endswith("postgresql"):
+            drop_dead_lanes_databases(database)
+
+
+def drop_dead_lanes_databases(database):
+    """PostgreSQL refuses to drop a test database while a connection lingers (a worker's, the
+    live server's): pytest-django then leaves it, with a warning. A lane's databases are
+    named after its pytest process (`..._p<pid>_gw0`): those of processes no longer alive
+    are dropped here, so that they do not pile up run after run."""
+    import psycopg
+
+    with psycopg.connect(dbname="postgres", user=database["USER"] or None, password=database["PASSWORD"] or None,
+                         host=database["HOST"] or None, port=database["PORT"] or None, autocommit=True) as conn:
+        lanes = conn.execute("SELECT datname FROM pg_database WHERE datname ~ '^test_.*_p[0-9]+(_gw[0-9]+)?$'")
+        names = [row[0] for row in lanes]
+        for name in names:
+            pid = int(re.search(r"_p(\d+)(_gw\d+)?$", name).group(1))
+            if not Path(f"/proc/{pid}").exists():
+                conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
 
 
 @pytest.fixture(autouse=True, scope="session")
