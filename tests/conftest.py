@@ -85,8 +85,9 @@ def django_group(item):
     """pytest-django's order of tests: database tests, then transactional ones, then none."""
     marker = item.get_closest_marker("django_db")
     fixtures = getattr(item, "fixturenames", ())
-    transactional = (marker is not None and (marker.kwargs.get("transaction") or marker.kwargs.get("reset_sequences"))) \
-        or "transactional_db" in fixtures or "live_server" in fixtures
+    kwargs = marker.kwargs if marker is not None else {}
+    transactional = (kwargs.get("transaction") or kwargs.get("reset_sequences")
+                     or "transactional_db" in fixtures or "live_server" in fixtures)
     if transactional:
         return 1
     return 0 if marker is not None or "db" in fixtures else 2
