@@ -7,6 +7,7 @@ CELERY_BROKER_URL (Redis).
 
 import os
 import secrets
+import tempfile
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
@@ -89,13 +90,20 @@ def secret_key():
 
 
 def write_secret_key():
-    """Generate the secret key kept in DATA_DIR once (mode 0600); never overwrite it."""
-    try:
-        fd = os.open(SECRET_KEY_FILE, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-    except FileExistsError:
+    """Generate the secret key kept in DATA_DIR once (mode 0600); never overwrite it. The
+    key is written whole under another name and then linked into place, which fails if one
+    is there: a process starting beside another never reads a key half written."""
+    if SECRET_KEY_FILE.exists():
         return
-    with os.fdopen(fd, "w") as f:
-        f.write(secrets.token_urlsafe(50))
+    fd, written = tempfile.mkstemp(dir=SECRET_KEY_FILE.parent, prefix=".secret_key.")  # mode 0600
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(secrets.token_urlsafe(50))
+        os.link(written, SECRET_KEY_FILE)
+    except FileExistsError:
+        pass
+    finally:
+        os.unlink(written)
 
 
 SECRET_KEY = secret_key()

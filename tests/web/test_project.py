@@ -1,6 +1,7 @@
 """Settings, migrations and roles: the ground everything stands on."""
 
 import os
+import secrets
 import subprocess
 import sys
 from io import StringIO
@@ -63,6 +64,31 @@ def test_a_secret_key_is_generated_once_when_none_is_given(tmp_path):
     worker_side = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=worker_env,
                                  capture_output=True, text=True, check=True).stdout.strip()
     assert worker_side == keys[0].splitlines()[-1]
+
+
+def test_a_process_starting_while_another_writes_the_key_reads_a_whole_key(tmp_path, monkeypatch):
+    # Two processes starting at once on a fresh DATA_DIR (web and worker, two test runs):
+    # the second one, started while the first generates its key, must not read an empty
+    # file and then refuse to sign anything.
+    from sweeplab import settings as sweeplab_settings
+
+    monkeypatch.delenv("SECRET_KEY", raising=False)
+    data = tmp_path / "fresh"
+    data.mkdir()
+    monkeypatch.setattr(sweeplab_settings, "SECRET_KEY_FILE", data / "secret_key")
+    generate, second = secrets.token_urlsafe, []
+
+    def generating(nbytes):
+        if not second:  # the first process, mid-write: the second starts as manage.py does
+            second.append("")
+            sweeplab_settings.write_secret_key()
+            second[0] = sweeplab_settings.secret_key()
+        return generate(nbytes)
+
+    monkeypatch.setattr(secrets, "token_urlsafe", generating)
+    sweeplab_settings.write_secret_key()
+    assert len(second[0]) >= 50 and sweeplab_settings.secret_key() == second[0]
+    assert [p.name for p in data.iterdir()] == ["secret_key"]
 
 
 def test_importing_the_settings_creates_no_file(tmp_path):
