@@ -19,6 +19,9 @@ from tests.lanes import LANE_VARIABLE, lane_name, redis_url_for_lane
 
 LANE = lane_name()
 TEST_BROKER_DIR = Path(django_settings.DATA_DIR) / f"test-broker-{LANE}"
+# The servers' logs: two lanes number their runs alike (each its own database), and would
+# write one file (var/logs/sweep-1/run-1-....log) at once.
+TEST_LOG_DIR = Path(django_settings.DATA_DIR) / f"test-logs-{LANE}"
 E2E = Path(__file__).parent / "e2e"
 # Seconds each test took in CI, by its JUnit address (scripts/test-durations writes it from
 # the JUnit files .ci/run leaves in var/ci/): the longest start first, so that xdist's
@@ -31,9 +34,11 @@ TIMEOUTS = {"vllm": 1800, "quiet": 900}
 
 def pytest_configure(config):
     """The lane's name goes to every process a test starts (tests.lanes.in_lane) and to
-    xdist's workers, which add theirs; a Redis broker is the lane's own database, for this
-    process and its children."""
+    xdist's workers, which add theirs; a Redis broker is the lane's own database, and the
+    servers' logs its own folder, for this process and its children."""
     os.environ[LANE_VARIABLE] = LANE
+    os.environ["SWEEPLAB_LOG_DIR"] = str(TEST_LOG_DIR)
+    django_settings.SERVER_LOG_DIR = TEST_LOG_DIR
     if django_settings.CELERY_BROKER_URL.startswith("redis://"):
         url = redis_url_for_lane(django_settings.CELERY_BROKER_URL)
         os.environ["CELERY_BROKER_URL"] = django_settings.CELERY_BROKER_URL = url
@@ -135,7 +140,8 @@ def drop_dead_lanes_databases(database):
 @pytest.fixture(autouse=True, scope="session")
 def _own_broker_folder(_data_dir):
     """Tests never share the filesystem broker of a running `make run`: their messages
-    name runs of the test database. Workers started by tests inherit the variable."""
+    name runs of the test database. Workers started by tests inherit the variable. The
+    lane's broker and log folders go at the end."""
     from sweeplab.celery import app
 
     os.environ["SWEEPLAB_BROKER_DIR"] = str(TEST_BROKER_DIR)  # the lane's own
@@ -144,6 +150,7 @@ def _own_broker_folder(_data_dir):
         app.conf.broker_transport_options = sweeplab_settings.filesystem_broker_options(TEST_BROKER_DIR)
     yield
     shutil.rmtree(TEST_BROKER_DIR, ignore_errors=True)
+    shutil.rmtree(TEST_LOG_DIR, ignore_errors=True)
 
 
 @pytest.fixture(autouse=True, scope="session")

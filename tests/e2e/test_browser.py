@@ -118,11 +118,11 @@ def test_build_launch_watch_and_chart_a_sweep_in_the_browser(browser, operator, 
     )
     assert page.evaluate("Object.keys(Chart.instances).length") == len(charts)
     # The load section: a closed-loop sweep has no load curves, but a Pareto view per workload.
-    served = sweep_charts(sweep.pk)["charts"] + load_charts(sweep.pk)["charts"]
-    expected = {chart["id"]: [d["label"] for d in chart["datasets"]] for chart in served if chart["datasets"]}
+    sent = sweep_charts(sweep.pk)["charts"] + load_charts(sweep.pk)["charts"]
+    expected = {chart["id"]: [d["label"] for d in chart["datasets"]] for chart in sent if chart["datasets"]}
     # A Pareto panel whose points were all judged invalid (this host busy with other tests)
     # has nothing to draw: it says so in place of a chart.
-    empty = sorted(chart["id"] for chart in served if not chart["datasets"])
+    empty = sorted(chart["id"] for chart in sent if not chart["datasets"])
     assert page.evaluate("() => [...document.querySelectorAll('.chart-empty')].map(p => p.dataset.chart).sort()") == empty
     assert all(name.startswith("pareto:") for name in empty)
     statuses = set(Point.objects.filter(run__sweep=sweep).values_list("status", flat=True))
