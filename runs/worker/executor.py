@@ -241,25 +241,6 @@ def engine_python(engine):
     return str(path if path.is_absolute() else Path(settings.BASE_DIR) / path)
 
 
-def server_argv(adapter, run, port):
-    """The command that launches `run`'s configuration on `port` (ArgvError where the engine
-    cannot launch it)."""
-    sweep = run.sweep
-    values = LaunchValues(
-        python=engine_python(sweep.engine) or sys.executable,
-        model_path=sweep.llm.path,
-        model_name=sweep.llm.name,
-        host="127.0.0.1",
-        port=port,
-        tp=run.tp,
-        context_length=sweep.llm.context_length,
-        method=run.method,
-        params=run.params,
-        draft_model_path=sweep.llm.draft_model_path,
-    )
-    return adapter.argv(sweep.engine.argv_template, sweep.engine.method_args, values)
-
-
 def point_label(point):
     length = f" {point.prompt_tokens} tokens" if point.prompt_tokens is not None else ""
     load = f" x{point.concurrency}" if point.request_rate is None else f" at {point.request_rate:g} req/s"
@@ -767,8 +748,20 @@ class RunExecutor:
     def launch(self):
         run, sweep = self.run, self.run.sweep
         port = free_port()
+        values = LaunchValues(
+            python=engine_python(sweep.engine) or sys.executable,
+            model_path=sweep.llm.path,
+            model_name=sweep.llm.name,
+            host="127.0.0.1",
+            port=port,
+            tp=run.tp,
+            context_length=sweep.llm.context_length,
+            method=run.method,
+            params=run.params,
+            draft_model_path=sweep.llm.draft_model_path,
+        )
         try:
-            argv = server_argv(self.adapter, run, port)
+            argv = self.adapter.argv(sweep.engine.argv_template, sweep.engine.method_args, values)
         except ArgvError as exc:
             raise LaunchRefused(f"engine {sweep.engine.name} cannot launch this configuration: {exc}") from None
         log_path = self.log_dir() / f"run-{run.pk}-{run.config_label.replace(' ', '_')}.log"
