@@ -128,8 +128,8 @@ def vllm_pids():
     """vLLM's API servers and the processes they start, alive: these rename themselves
     (`VLLM::EngineCore`, `VLLM::Worker`), so they are found by name as well. Renaming
     overwrites the environment that names their lane: they count unless it names another
-    one (the vLLM tests run on one xdist worker, their xdist_group "real-engines", so that
-    two lanes never run vLLM at once). A killed one waiting to be reaped (a zombie: it holds nothing but
+    one (the vLLM tests run on one xdist worker, their xdist_group, so that two lanes never
+    run vLLM at once). A killed one waiting to be reaped (a zombie: it holds nothing but
     its pid) does not count."""
     pids = server_pids("vllm.entrypoints.openai.api_server")
     lane = os.environ[LANE_VARIABLE]

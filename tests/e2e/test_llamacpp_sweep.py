@@ -18,10 +18,6 @@ from sweepcore.spec import validate
 from tests.e2e.browser import browser, doc_shot, log_in, shot  # noqa: F401 (browser: a fixture)
 from tests.e2e.processes import celery_worker, llamacpp_pids, wait_for, wait_sweep_done
 
-# On the vLLM tests' xdist worker, one after another: two real engines decoding on this
-# machine's two cores at once took 1.5-2.5 times as long each.
-pytestmark = pytest.mark.xdist_group("real-engines")
-
 QUEUE = "host.local-cpu"
 COMPLETION = re.compile(r'"POST /v1/completions HTTP/1.1" 200')
 

@@ -29,7 +29,7 @@ from tests.e2e.processes import ROOT, celery_worker, unavailable, vllm_pids, wai
 # One xdist worker runs them all, one after another: two vLLMs at once would share two
 # cores, and their renamed engine processes cannot say which lane they belong to
 # (processes.vllm_pids).
-pytestmark = [pytest.mark.slow, pytest.mark.agnostic, pytest.mark.vllm, pytest.mark.xdist_group("real-engines")]
+pytestmark = [pytest.mark.slow, pytest.mark.agnostic, pytest.mark.vllm, pytest.mark.xdist_group("vllm")]
 
 QUEUE = "host.local-cpu"
 LAUNCH_S = 600  # two launches and their points, on a busy two-core machine
