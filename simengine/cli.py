@@ -98,6 +98,7 @@ class ServerArgs:
 class SimArgs:
     profile: str = "rtxpro6000-sm120"
     time_scale: float = 1.0
+    startup_time_scale: Optional[float] = None
     seed: int = 0
     gpus: Optional[int] = None
     fault: List = dataclasses.field(default_factory=list)
@@ -196,6 +197,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="hardware/model profile: a name in simengine/profiles or a JSON path")
     sim.add_argument("--time-scale", type=_positive_float, default=1.0,
                      help="multiplies every delay: 1.0 real time, 0.01 a hundred times faster, 0 no delays")
+    sim.add_argument("--startup-time-scale", type=_positive_float, default=None,
+                     help="multiplies the start-up's delays instead (default: --time-scale)")
     sim.add_argument("--seed", type=int, default=0)
     sim.add_argument("--gpus", type=int, default=None, help="GPUs the simulated host has (default: profile)")
     sim.add_argument("--fault", type=parse_fault, action="append", default=[],

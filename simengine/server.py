@@ -176,6 +176,9 @@ class Engine:
         self.profile = profile
         self.log = log
         self.scale = float(sim.time_scale)
+        # Start-up apart: a sweep of many short runs at a scale where its decode is measurable
+        # need not wait for each server's simulated minute of loading.
+        self.startup_scale = self.scale if sim.startup_time_scale is None else float(sim.startup_time_scale)
         self.tp = int(args.tp_size)
         host_gpus = int(sim.gpus if sim.gpus is not None else profile["gpu"].get("count", 8))
         # As CUDA does: the process sees exactly the GPUs CUDA_VISIBLE_DEVICES names (renumbered
@@ -240,8 +243,8 @@ class Engine:
 
     # ---------------------------------------------------------------- helpers
 
-    def sleep_scaled(self, seconds: float):
-        return asyncio.sleep(max(0.0, seconds * self.scale))
+    def sleep_startup(self, seconds: float):
+        return asyncio.sleep(max(0.0, seconds * self.startup_scale))
 
     async def sleep_model(self, seconds: float) -> None:
         """Sleep ``seconds`` of modelled time on a drift-free timeline (no accumulated overhead)."""
@@ -603,22 +606,22 @@ class Engine:
         pref = (lambda r: f" TP{r}") if self.tp > 1 else (lambda r: "")
         phases = M.startup_phases(p, self.tp, self.spec)
         gpu_gib = float(p["gpu"]["memory_gib"])
-        await self.sleep_scaled(phases["init"] * 0.5)
+        await self.sleep_startup(phases["init"] * 0.5)
         for r in ranks:
             if r >= self.gpus:
                 await self.die(F.invalid_device_traceback(r), prefix=pref(r))
             log.info("Init torch distributed begin.", prefix=pref(r))
-        await self.sleep_scaled(phases["init"] * 0.5)
+        await self.sleep_startup(phases["init"] * 0.5)
         avail = gpu_gib - float(p["memory"]["runtime_overhead_gib"])
         for r in ranks:
             log.info(f"Init torch distributed ends. mem usage={gpu_gib - avail:.2f} GB", prefix=pref(r))
         for r in ranks:
             log.info(f"Load weight begin. avail mem={avail:.2f} GB", prefix=pref(r))
         if self.faults.crash_on_start:
-            await self.sleep_scaled(min(phases["load_weights"], 2.0))
+            await self.sleep_startup(min(phases["load_weights"], 2.0))
             await self.die(F.crash_on_start_traceback())
         load_s = self.faults.slow_start_s if self.faults.slow_start_s is not None else phases["load_weights"]
-        await self.sleep_scaled(load_s)
+        await self.sleep_startup(load_s)
         w = float(p["model"]["weights_gib"]) / self.tp
         for r in ranks:
             log.info(
@@ -629,7 +632,7 @@ class Engine:
         avail -= w
         if self.spec:
             dw = float(p["memory"].get("draft_weights_gib", 0.0)) / self.tp
-            await self.sleep_scaled(phases["load_draft"])
+            await self.sleep_startup(phases["load_draft"])
             for r in ranks:
                 log.info(
                     f"Load weight end. elapsed={phases['load_draft']:.2f} s, type=DFlashDraftModel, "
@@ -660,7 +663,7 @@ class Engine:
             for r in ranks:
                 log.info(f"Capture cuda graph begin. This can take up to several minutes. avail mem={avail:.2f} GB",
                          prefix=pref(r))
-            await self.sleep_scaled(phases["cuda_graph"])
+            await self.sleep_startup(phases["cuda_graph"])
             g = float(p["memory"].get("cuda_graph_gib", 0.0))
             for r in ranks:
                 log.info(f"Capture cuda graph end. Time elapsed: {phases['cuda_graph']:.2f} s. "
@@ -812,6 +815,7 @@ class HttpApi:
         info["simengine"] = {
             "profile": e.profile.get("name"),
             "time_scale": e.scale,
+            "startup_time_scale": e.startup_scale,
             "seed": e.sim.seed,
             "gpus": e.gpus,
             "visible_devices": e.visible_devices,

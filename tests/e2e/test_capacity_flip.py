@@ -28,7 +28,8 @@ from tests.e2e.test_executor import no_stray_servers, run_inline, spec  # noqa: 
 pytestmark = [pytest.mark.slow, pytest.mark.agnostic, pytest.mark.quiet]
 
 # A model second lasts 200 ms: DDTree's 8-46 ms steps take 1.6-9 ms of wall time, which the
-# client stamps well, with 64 streams at most.
+# client stamps well, with 64 streams at most. The start-ups, not measured, at 0.005 (8 s each
+# at 0.2).
 SCALE = "0.2"
 RESOLUTION = 1
 BUDGETS = (4, 15)
@@ -44,7 +45,8 @@ LOOSE = {"tpot_p50_ms": 46.0}, {4: 41, 15: 35}, (32, 44)
 def engine(catalog):
     base = Engine.objects.get(name="sglang-sim")
     return Engine.objects.create(name="sim-flip", kind="simulated", method_args=base.method_args,
-                                 argv_template=[*base.argv_template, "--time-scale", SCALE], readiness_timeout_s=60)
+                                 argv_template=[*base.argv_template, "--time-scale", SCALE, "--startup-time-scale", "0.005"],
+                                 readiness_timeout_s=60)
 
 
 def search(engine, slo, bounds):
@@ -75,7 +77,9 @@ def test_the_search_finds_the_known_capacity_and_the_ranking_flips_with_the_slo(
         for budget, run in runs.items():
             assert run.status == "done", run.failure_cause
             capacity = run.capacity
-            probes = {p.concurrency: (round(p.median_tpot_ms, 2), p.slo_met, p.validity)
+            # Each probe with its verdict's reasons, so that a failure says which rule fired.
+            probes = {p.concurrency: (round(p.median_tpot_ms or 0, 2), p.slo_met, p.validity,
+                                      [r.get("message") for r in p.validity_reasons])
                       for p in run.points.order_by("concurrency")}
             known = known_capacity(run, slo)
             assert known == expected[budget]  # the limits were chosen for these

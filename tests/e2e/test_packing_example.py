@@ -187,7 +187,7 @@ def the_example_ran_its_course(sweep):
 
 
 def test_the_example_packed_on_one_and_two_hosts_ends_as_exclusive(catalog, tmp_path):
-    fast_engine(0.05)
+    fast_engine(0.05, startup_time_scale=0.005)  # each start-up 0.2 s, not 2: 69 of them
     before = simengine_pids()
     sweeps = {}
     for packing in ("exclusive", "pack"):

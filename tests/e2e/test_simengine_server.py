@@ -141,6 +141,21 @@ def test_health_503_while_loading_then_200(start_sim):
     assert log.index("Load weight end") < log.index("The server is fired up")
 
 
+def test_the_startup_time_scale_shortens_loading_alone(start_sim):
+    # At 0.2 the modelled start-up (about 40 s) would take 8 s; at 0.001, 40 ms plus Python's
+    # own start. Half the scaled figure leaves room for a busy machine, not for a start-up
+    # that still runs at --time-scale.
+    started = time.monotonic()
+    sim = start_sim("--time-scale", "0.2", "--startup-time-scale", "0.001")
+    sim.wait_ready(timeout=30)
+    took = time.monotonic() - started
+    scaled = 0.2 * M.startup_seconds(M.load_profile("rtxpro6000-sm120"), 1)
+    assert took < scaled / 2, (took, scaled)
+    info = requests.get(sim.url + "/get_server_info", timeout=5).json()["simengine"]
+    assert (info["time_scale"], info["startup_time_scale"]) == (0.2, 0.001)
+    assert "Load weight end. elapsed=" in sim.log()  # the phases still logged, in model seconds
+
+
 def test_sigterm_exits_promptly_and_cleanly(start_sim):
     sim = start_sim("--time-scale", "0.001")
     sim.wait_ready()

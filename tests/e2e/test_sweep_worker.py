@@ -21,9 +21,11 @@ from tests.e2e.processes import celery_worker, simengine_pids, wait_for
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "qwen3.6-27b-sm120.yaml"
 
 
-def fast_engine(time_scale):
+def fast_engine(time_scale, startup_time_scale=None):
     engine = Engine.objects.get(name="sglang-sim")
     engine.argv_template = engine.argv_template + ["--time-scale", str(time_scale)]
+    if startup_time_scale is not None:
+        engine.argv_template += ["--startup-time-scale", str(startup_time_scale)]
     engine.readiness_timeout_s = 60
     engine.save()
     return engine
