@@ -74,35 +74,54 @@ def _chunk(s: str, first: int, rest: int) -> List[str]:
     return out
 
 
+def _pieces_of(kind: str, s: str) -> List[str]:
+    """The token pieces of one match of ``_PIECE_RE`` (its group ``kind``, its text ``s``)."""
+    if kind == "word":
+        lead = " " if s.startswith(" ") else ""
+        letters = s[1:] if lead else s
+        parts = _CASE_RE.findall(letters)
+        if "".join(parts) != letters:  # defensive: fall back to plain chunking
+            parts = [letters]
+        pieces: List[str] = []
+        for i, part in enumerate(parts):
+            chunks = [part] if part.lower() in WHOLE_WORDS else _chunk(part, 6, 4)
+            if i == 0 and lead:
+                chunks[0] = lead + chunks[0]
+            pieces.extend(chunks)
+        return pieces
+    if kind == "punct":
+        lead = " " if s.startswith(" ") else ""
+        body = s[1:] if lead else s
+        chunks = _chunk(body, 3, 3)
+        chunks[0] = lead + chunks[0]
+        return chunks
+    if kind == "nl":
+        return _chunk(s, 2, 2)
+    if kind == "ws":
+        return _chunk(s, 4, 4)
+    return [s]  # special, digit, uni, other
+
+
+#: The pieces of each match seen, by (group, text): a prompt of 32,700 tokens is some 27,600
+#: matches of a few hundred distinct texts, and sizing one takes several encodes (/tokenize).
+_PIECES_OF: Dict[tuple, tuple] = {}
+_PIECES_OF_MAX = 1 << 16
+
+
+def _match_pieces(key: tuple) -> tuple:
+    got = _PIECES_OF.get(key)
+    if got is None:
+        got = tuple(_pieces_of(*key))
+        if len(_PIECES_OF) < _PIECES_OF_MAX:
+            _PIECES_OF[key] = got
+    return got
+
+
 def split_pieces(text: str) -> List[str]:
     """Split text into token pieces (each piece is exactly one token)."""
     pieces: List[str] = []
     for m in _PIECE_RE.finditer(text):
-        kind = m.lastgroup
-        s = m.group(0)
-        if kind == "word":
-            lead = " " if s.startswith(" ") else ""
-            letters = s[1:] if lead else s
-            parts = _CASE_RE.findall(letters)
-            if "".join(parts) != letters:  # defensive: fall back to plain chunking
-                parts = [letters]
-            for i, part in enumerate(parts):
-                chunks = [part] if part.lower() in WHOLE_WORDS else _chunk(part, 6, 4)
-                if i == 0 and lead:
-                    chunks[0] = lead + chunks[0]
-                pieces.extend(chunks)
-        elif kind == "punct":
-            lead = " " if s.startswith(" ") else ""
-            body = s[1:] if lead else s
-            chunks = _chunk(body, 3, 3)
-            chunks[0] = lead + chunks[0]
-            pieces.extend(chunks)
-        elif kind == "nl":
-            pieces.extend(_chunk(s, 2, 2))
-        elif kind == "ws":
-            pieces.extend(_chunk(s, 4, 4))
-        else:  # special, digit, uni, other
-            pieces.append(s)
+        pieces.extend(_match_pieces((m.lastgroup, m.group(0))))
     return pieces
 
 
@@ -118,14 +137,22 @@ class SimTokenizer:
 
     def __init__(self) -> None:
         self._id_to_piece: Dict[int, str] = dict(ID_TO_SPECIAL)
+        self._ids_of: Dict[tuple, tuple] = {}  # a match's ids, as _PIECES_OF
 
     def encode(self, text: str, add_special_tokens: bool = True) -> List[int]:
         # Qwen's tokenizer adds no BOS token, so add_special_tokens changes nothing.
-        ids = []
-        for p in split_pieces(text):
-            i = piece_id(p)
-            self._id_to_piece.setdefault(i, p)
-            ids.append(i)
+        ids: List[int] = []
+        ids_of = self._ids_of
+        for m in _PIECE_RE.finditer(text):
+            key = (m.lastgroup, m.group(0))
+            got = ids_of.get(key)
+            if got is None:
+                got = tuple(piece_id(p) for p in _match_pieces(key))
+                for i, p in zip(got, _match_pieces(key)):
+                    self._id_to_piece.setdefault(i, p)
+                if len(ids_of) < _PIECES_OF_MAX:
+                    ids_of[key] = got
+            ids.extend(got)
         return ids
 
     def count(self, text: str) -> int:

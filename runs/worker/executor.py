@@ -851,7 +851,9 @@ class RunExecutor:
         if workload.kind == WorkloadKind.FIXED:
             return [workload.prompt] * count, tokenizer.count(workload.prompt)
         if workload.kind == WorkloadKind.SYNTHETIC:
-            built = [prompts.long_context_prompt(point.prompt_tokens, tokenizer.count, seed=i) for i in range(count)]
+            tokenizer_key = (self.run.sweep.engine_id, self.run.sweep.llm_id)
+            built = [prompts.long_context_prompt(point.prompt_tokens, tokenizer.count, seed=i, remember=tokenizer_key)
+                     for i in range(count)]
             inexact = [b.tokens for b in built if not b.exact]
             if inexact:
                 raise ValueError(f"could not build a prompt of exactly {point.prompt_tokens} tokens (got {inexact[0]})")

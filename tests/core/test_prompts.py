@@ -43,6 +43,25 @@ def test_long_context_reaches_exact_count_in_few_calls(tok, target):
     assert sp.text.endswith(prompts.LONG_CONTEXT_QUESTION)
 
 
+def test_a_remembered_prompt_is_counted_once_more_and_sized_afresh_when_the_count_differs():
+    first = LocalTokenizer(chunky_tok)
+    sized = long_context_prompt(3000, first.count, seed=3, remember="engine-model")
+    assert sized.exact and sized.calls == first.calls > 1
+    again = LocalTokenizer(chunky_tok)
+    reused = long_context_prompt(3000, again.count, seed=3, remember="engine-model")
+    assert (reused.text, reused.tokens, reused.calls, again.calls) == (sized.text, 3000, 1, 1)
+    # Another seed, length or key is its own prompt.
+    assert long_context_prompt(3000, chunky_tok, seed=4, remember="engine-model").text != sized.text
+    # The same key, a tokenizer that counts otherwise: checked, found off, sized for it.
+    other = LocalTokenizer(words_tok)
+    refit = long_context_prompt(3000, other.count, seed=3, remember="engine-model")
+    assert refit.exact and words_tok(refit.text) == 3000 and refit.text != sized.text
+    assert refit.calls == other.calls > 1
+    # Without a key nothing is remembered: every call sizes its prompt.
+    plain = LocalTokenizer(words_tok)
+    assert long_context_prompt(3000, plain.count, seed=3).calls == plain.calls > 1
+
+
 def test_document_is_deterministic_mixed_and_not_a_short_repeat():
     a = "".join(document_words(5, 20000))
     assert a == "".join(document_words(5, 20000))
