@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import json
 import random
+import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Callable, Hashable, Sequence
@@ -391,6 +392,7 @@ def fit_to_tokens(
 #: tokenize calls (tens of milliseconds each at 32k tokens).
 _SIZED: OrderedDict[tuple, str] = OrderedDict()
 _SIZED_MAX = 128
+_SIZED_LOCK = threading.Lock()  # a worker's threads (a thread pool) share it
 
 
 def long_context_prompt(target_tokens: int, count: Callable[[str], int], seed: int = 0,
@@ -402,20 +404,25 @@ def long_context_prompt(target_tokens: int, count: Callable[[str], int], seed: i
     ``target_tokens``; otherwise it is sized afresh. Every prompt is still counted by
     the tokenizer it is for."""
     key, checked = (remember, target_tokens, seed, question), 0
-    if remember is not None and (text := _SIZED.get(key)) is not None:
+    with _SIZED_LOCK:
+        text = _SIZED.get(key) if remember is not None else None
+    if text is not None:
         tokens, checked = count(text), 1
         if tokens == target_tokens:
-            _SIZED.move_to_end(key)
+            with _SIZED_LOCK:
+                if key in _SIZED:
+                    _SIZED.move_to_end(key)
             return SizedPrompt(text, tokens, target_tokens, 1, True)
     pieces = document_words(seed, max(64, int(target_tokens * 1.5) + 64))
     preamble = "The following is an internal engineering document.\n"
     built = fit_to_tokens(pieces, target_tokens, count, suffix=question, prefix=preamble)
     built.calls += checked
     if remember is not None and built.exact:
-        _SIZED[key] = built.text
-        _SIZED.move_to_end(key)
-        while len(_SIZED) > _SIZED_MAX:
-            _SIZED.popitem(last=False)
+        with _SIZED_LOCK:
+            _SIZED[key] = built.text
+            _SIZED.move_to_end(key)
+            while len(_SIZED) > _SIZED_MAX:
+                _SIZED.popitem(last=False)
     return built
 
 
