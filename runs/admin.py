@@ -28,7 +28,7 @@ from runs.models import (
     TelemetrySample,
     ran_on_field,
 )
-from runs.results.exports import export_response
+from runs.results.exports import export_response, spreadsheet_safe
 from runs.tokens import new_token
 
 CURATION_FIELDS = ("excluded", "exclude_reason", "is_baseline", "notes")
@@ -456,7 +456,8 @@ class KnownFailureAdmin(admin.ModelAdmin):
         out = io.StringIO()
         writer = csv.writer(out)
         writer.writerow(KNOWN_FAILURE_COLUMNS)
-        writer.writerows(queryset.order_by("id").values_list(*KNOWN_FAILURE_COLUMNS))
+        writer.writerows([spreadsheet_safe(v) for v in row]
+                         for row in queryset.order_by("id").values_list(*KNOWN_FAILURE_COLUMNS))
         response = HttpResponse(out.getvalue(), content_type="text/csv; charset=utf-8")
         response["Content-Disposition"] = "attachment; filename=known-failures.csv"
         self.message_user(request, f"Exported {queryset.count()} known failure(s).", messages.SUCCESS)

