@@ -281,9 +281,23 @@ def prepare_data_dir():
     on a fresh machine (`make run`'s migrate) finds its key; a process that sets Django up
     itself calls it first too."""
     global SECRET_KEY
-    DATA_DIR.mkdir(parents=True, exist_ok=True)
+    # Private: the embedded database holds password hashes and sessions, the folder the key.
+    DATA_DIR.mkdir(mode=0o700, parents=True, exist_ok=True)
     if not os.environ.get("SECRET_KEY"):
         write_secret_key()
         SECRET_KEY = secret_key()
+    if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+        create_private_file(Path(DATABASES["default"]["NAME"]))
     if CELERY_BROKER_URL.startswith("filesystem://"):
         make_broker_folders(CELERY_BROKER_DIR)
+
+
+def create_private_file(path):
+    """Create `path` empty with mode 0600 unless it exists (SQLite takes an empty file for
+    a new database, and gives its journals the database's mode)."""
+    if not path.parent.is_dir():
+        return
+    try:
+        os.close(os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+    except FileExistsError:
+        pass

@@ -66,6 +66,21 @@ def test_a_secret_key_is_generated_once_when_none_is_given(tmp_path):
     assert worker_side == keys[0].splitlines()[-1]
 
 
+def test_the_embedded_database_and_its_folder_are_created_private(tmp_path):
+    data = tmp_path / "fresh"
+    env = {**os.environ, "SWEEPLAB_DATA_DIR": str(data)}
+    for name in ("SECRET_KEY", "DATABASE_URL", "CELERY_BROKER_URL"):
+        env.pop(name, None)
+    code = "from django.db import connection; connection.ensure_connection(); print(connection.settings_dict['NAME'])"
+    done = subprocess.run([sys.executable, "manage.py", "shell", "-c", code], cwd=ROOT, env=env,
+                          capture_output=True, text=True, check=True)
+    database = Path(done.stdout.strip().splitlines()[-1])
+    assert database.parent == data.resolve() and database.is_file()
+    # Password hashes and sessions: no one but the owner reads them (issue 33).
+    assert data.stat().st_mode & 0o777 == 0o700
+    assert database.stat().st_mode & 0o777 == 0o600
+
+
 def test_a_process_starting_while_another_writes_the_key_reads_a_whole_key(tmp_path, monkeypatch):
     # Two processes starting at once on a fresh DATA_DIR (web and worker, two test runs):
     # the second one, started while the first generates its key, must not read an empty
