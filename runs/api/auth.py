@@ -38,9 +38,18 @@ class TokenAuth(HttpBearer):
 
 
 class RoleSessionAuth(SessionAuth):
-    """The browser's session (CSRF-checked on unsafe methods), with the same role check."""
+    """The browser's session (CSRF-checked on unsafe methods), with the same role check.
+    A request that names a token, or has no session cookie, is not the browser's: it is not
+    authenticated by the session, so a bad token is a 401 on every method, not a CSRF 403."""
+
+    def _get_key(self, request):
+        if "HTTP_AUTHORIZATION" in request.META or self.param_name not in request.COOKIES:
+            return None
+        return super()._get_key(request)  # the CSRF check, then the session's key
 
     def authenticate(self, request, key):
+        if key is None:
+            return None
         return reader(request.user) if request.user.is_authenticated else None
 
 

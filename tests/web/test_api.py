@@ -70,6 +70,25 @@ def test_without_a_valid_token_or_session_it_is_401(catalog, client):
     assert not Sweep.objects.exists()
 
 
+def test_a_bad_token_is_401_on_every_method_and_a_session_still_needs_its_csrf_token(catalog, operator):
+    # Outside Django's test client, which skips CSRF: as curl or a browser would meet it.
+    api = Client(enforce_csrf_checks=True)
+    user, auth = user_with_token("operator", name="opal")
+    ApiToken.objects.filter(user=user).update(revoked_at=timezone.now())
+    for headers in ({"HTTP_AUTHORIZATION": "Bearer swl_not-a-token"}, auth, {}):
+        response = api.post("/api/sweeps", json.dumps(SMALL), content_type="application/json", **headers)
+        assert response.status_code == 401, (headers, response.content)
+    # A logged-in browser: its session, never a token it names, and only with the CSRF token.
+    browser = Client(enforce_csrf_checks=True)
+    browser.force_login(operator)
+    response = browser.post("/api/sweeps", json.dumps(SMALL), content_type="application/json")
+    assert response.status_code == 403 and "CSRF" in response.json()["detail"]
+    response = browser.post("/api/sweeps", json.dumps(SMALL), content_type="application/json",
+                            HTTP_AUTHORIZATION="Bearer swl_not-a-token")
+    assert response.status_code == 401
+    assert not Sweep.objects.exists()
+
+
 def test_a_viewer_reads_but_cannot_create_plan_or_act(catalog, client):
     _, viewer = user_with_token("viewer")
     _, operator = user_with_token("operator")
