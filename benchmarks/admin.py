@@ -48,6 +48,6 @@ class LLMAdmin(admin.ModelAdmin):
 
 @admin.register(Workload)
 class WorkloadAdmin(admin.ModelAdmin):
-    list_display = ("name", "kind", "description")
-    list_filter = ("kind",)
+    list_display = ("name", "kind", "imported", "description")
+    list_filter = ("kind", "imported")
     search_fields = ("name",)

@@ -9,14 +9,17 @@ from sweepcore.spec import Catalog, EngineInfo, HostInfo, ModelInfo, WorkloadInf
 def load_catalog():
     return Catalog(
         hosts={
-            h.name: HostInfo(h.name, h.gpu_count, h.compute_capability, h.gpu_model)
+            h.name: HostInfo(h.name, h.gpu_count, h.compute_capability, h.gpu_model, tuple(h.data_roots))
             for h in Host.objects.order_by("name")
         },
         engines={
-            e.name: EngineInfo(e.name, e.kind, tuple(e.methods)) for e in Engine.objects.order_by("name")
+            e.name: EngineInfo(e.name, e.kind, tuple(e.methods), bool(e.argv_template))
+            for e in Engine.objects.order_by("name")
         },
         models={m.name: ModelInfo(m.name, m.context_length) for m in LLM.objects.order_by("name")},
-        workloads={w.name: WorkloadInfo(w.name, w.kind) for w in Workload.objects.order_by("name")},
+        workloads={
+            w.name: WorkloadInfo(w.name, w.kind, w.dataset_path, w.imported) for w in Workload.objects.order_by("name")
+        },
     )
 
 

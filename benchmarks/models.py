@@ -47,12 +47,24 @@ class Host(models.Model):
     # "12.0" for SM120 (RTX PRO 6000 Blackwell), "9.0" for H200; empty on a CPU host.
     compute_capability = models.CharField(max_length=10, blank=True)
     description = models.TextField(blank=True)
+    # Folders on this host a workload made by an import may read its data set from: the
+    # host's admin chooses where uploaded files can point (sweepcore.files). None by default.
+    data_roots = models.JSONField(
+        default=list, blank=True,
+        help_text="Absolute folders on this host that imported workloads' data sets may be read from "
+                  "(a JSON list); empty: none.",
+    )
     last_heartbeat_at = models.DateTimeField(null=True, blank=True)
     last_worker = models.CharField(max_length=200, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     def __str__(self):
         return self.name
+
+    def clean(self):
+        roots = self.data_roots
+        if not _is_list_of_strings(roots) or not all(r.startswith("/") and "\x00" not in r for r in roots):
+            raise ValidationError({"data_roots": "a JSON list of absolute folder paths, such as [\"/data/sets\"]"})
 
     @property
     def queue_name(self):
@@ -139,6 +151,12 @@ class Workload(models.Model):
     prompt = models.TextField(blank=True, help_text="The prompt of a fixed workload.")
     dataset_path = models.CharField(max_length=1000, blank=True)
     description = models.TextField(blank=True)
+    # Made by an import: its dataset path is the uploaded file's word, read on a host only
+    # inside that host's data_roots. An admin who clears it makes the path their own choice.
+    imported = models.BooleanField(
+        default=False,
+        help_text="Made by an import: its dataset path is read only inside the host's data roots.",
+    )
     created_at = models.DateTimeField(auto_now_add=True)
 
     def __str__(self):

@@ -177,6 +177,8 @@ def _workload(point, filename):
         name=point.workload,
         kind=kind,
         dataset_path="" if kind == WorkloadKind.SYNTHETIC else (point.dataset_path or point.workload),
+        # The file's dataset path is information: no host reads it outside its data roots.
+        imported=True,
         description=f"Created by the import of {filename}.",
     )
 

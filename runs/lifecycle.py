@@ -27,7 +27,7 @@ from sweepcore.plan import (
     plan,
     search_shape,
 )
-from sweepcore.spec import host_names
+from sweepcore.spec import host_names, not_launchable
 from sweeplab.celery import EXECUTE_RUN, START_SWEEP_AFTER, TAKE_RUN, send_to_host
 
 log = logging.getLogger(__name__)
@@ -151,6 +151,8 @@ def launch_refusal(sweep, point_counts=None):
     its plan read back for the reason."""
     if sweep.status != SweepStatus.DRAFT:
         return f"sweep {sweep.pk} is {sweep.status}; only a draft can be launched (resume continues one)"
+    if not sweep.engine.argv_template:
+        return not_launchable(sweep.engine.name)
     if point_counts is None:
         measurable = Point.objects.filter(run__sweep=sweep, run__status=RunStatus.PLANNED,
                                           status=PointStatus.PLANNED).exists()

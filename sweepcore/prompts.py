@@ -49,6 +49,8 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Callable, Hashable, Sequence
 
+from sweepcore.files import FileProblem, open_bytes
+
 FIBONACCI_PROMPT = (
     "Write a Python function that returns the n-th Fibonacci number. Use an iterative "
     "approach so it runs in O(n) time, handle n = 0 and n = 1, raise ValueError for "
@@ -437,25 +439,37 @@ class DatasetPrompt:
     prompt_tokens: int
 
 
+# A data set is read whole (json.load): the largest public ShareGPT file is ~0.7 GB.
+MAX_DATASET_BYTES = 1 << 30
+
+
 def load_sharegpt(path: str, count: Callable[[str], int], *, num_prompts: int,
                   max_prompt_tokens: int, min_prompt_tokens: int = 4,
-                  seed: int = 0) -> list[DatasetPrompt]:
+                  seed: int = 0, roots: Sequence[str] | None = None,
+                  max_bytes: int = MAX_DATASET_BYTES) -> list[DatasetPrompt]:
     """Up to ``num_prompts`` first human turns from a ShareGPT JSON file that fit.
 
     The file is a list of ``{"conversations": [{"from": "human"|"gpt", "value": ...}]}``.
     Conversations are shuffled with ``seed``; a prompt is kept when ``min_prompt_tokens
-    <= tokens <= max_prompt_tokens`` (tokenizing stops once enough are kept).
+    <= tokens <= max_prompt_tokens`` (tokenizing stops once enough are kept). Only a regular
+    file of at most ``max_bytes`` is read, inside ``roots`` where given (sweepcore.files);
+    anything else is a FileProblem naming the path.
     """
-    with open(path, encoding="utf-8") as f:
-        data = json.load(f)
+    with open_bytes(path, "a ShareGPT JSON file", max_bytes, roots=roots) as f:
+        try:
+            data = json.load(f)
+        except UnicodeDecodeError:
+            raise FileProblem(f"{path}: not a UTF-8 text file") from None
+        except json.JSONDecodeError as exc:
+            raise FileProblem(f"{path}: not JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})") from None
     if not isinstance(data, list):
-        raise ValueError(f"{path}: expected a JSON list of conversations")
+        raise FileProblem(f"{path}: expected a JSON list of conversations")
     texts = []
     for conv in data:
         turns = conv.get("conversations") if isinstance(conv, dict) else None
         if not turns:
             continue
-        first = next((t for t in turns if t.get("from") in ("human", "user")), None)
+        first = next((t for t in turns if isinstance(t, dict) and t.get("from") in ("human", "user")), None)
         if first and isinstance(first.get("value"), str) and first["value"].strip():
             texts.append(first["value"])
     random.Random(seed).shuffle(texts)

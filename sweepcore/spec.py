@@ -50,7 +50,7 @@ from dataclasses import dataclass, field
 import yaml
 
 from sweepcore import capacity, slo
-from sweepcore.files import FileProblem, read_text
+from sweepcore.files import FileProblem, read_text, within_roots
 from sweepcore.gpus import PACKING, gpus_text, host_text
 from sweepcore.methods import METHOD_PARAMS, METHODS, PARAM_NAMES, config_label
 from sweepcore.metrics import STABLE_METRICS
@@ -68,6 +68,7 @@ class HostInfo:
     gpu_count: int
     compute_capability: str = ""
     gpu_model: str = ""
+    data_roots: tuple = ()  # folders an imported workload's data set may be read from
 
 
 @dataclass(frozen=True)
@@ -75,6 +76,7 @@ class EngineInfo:
     name: str
     kind: str
     methods: tuple  # method names it can launch
+    launchable: bool = True  # False: no command line (an engine an import made to file results)
 
 
 @dataclass(frozen=True)
@@ -87,6 +89,10 @@ class ModelInfo:
 class WorkloadInfo:
     name: str
     kind: str  # WORKLOAD_FIXED, WORKLOAD_SYNTHETIC or WORKLOAD_DATASET
+    dataset_path: str = ""
+    # Made by an import: its dataset path came from an uploaded file, so a host reads it only
+    # inside that host's data roots (an admin's workload is the admin's choice).
+    imported: bool = False
 
 
 @dataclass
@@ -824,6 +830,30 @@ def _workloads(check, value, catalog):
     return tuple(workloads)
 
 
+def not_launchable(engine_name):
+    """Why a sweep on an engine without a command line cannot be launched."""
+    return (f"engine {engine_name!r} has no command line to launch (an import made it to file results); "
+            f"an admin gives it one, or pick another engine")
+
+
+def _imported_datasets(check, workloads, catalog, host_names):
+    """A workload an import made reads the dataset path the uploaded file named: a host reads
+    it only inside that host's data roots (its admin's choice). Checked here on the text of
+    the path (the files are on the host); the worker checks it again, symlinks resolved."""
+    for i, workload in enumerate(workloads):
+        info = catalog.workloads[workload.workload]
+        if not (info.imported and info.kind == WORKLOAD_DATASET):
+            continue
+        for name in host_names:
+            roots = catalog.hosts[name].data_roots
+            if not within_roots(info.dataset_path, roots, resolve=False):
+                check.error(f"workloads[{i}]", f"workload {workload.workload!r} was made by an import: its dataset path "
+                                               f"is information only, outside host {name!r}'s data roots "
+                                               f"({', '.join(roots) or 'none are set'}); an admin sets a host's "
+                                               f"data roots, or makes the workload")
+                break
+
+
 def _config_rules(check, path, value, example, empty_message):
     """A list of configuration rules (exclusions, quarantine retries): each a mapping of
     method, tp and method parameters, matching the configurations where all are equal."""
@@ -1043,6 +1073,8 @@ def validate(data, catalog):
     model_name = check.catalog_name("model", data["model"], catalog.models, "model") if "model" in data else None
     host = catalog.hosts.get(host_name)
     engine = catalog.engines.get(engine_name)
+    if engine is not None and not engine.launchable:
+        check.error("engine", not_launchable(engine.name))
 
     tp = check.int_list("tp", values["tp"], MAX_TP)
     if tp is not None and host is not None:
@@ -1054,6 +1086,7 @@ def validate(data, catalog):
 
     methods = _methods(check, values["methods"], engine) if "methods" in data else ()
     workloads = _workloads(check, values["workloads"], catalog) if "workloads" in data else ()
+    _imported_datasets(check, workloads, catalog, hosts or ((host_name,) if host_name else ()))
     max_new_tokens = check.positive_int("max_new_tokens", values["max_new_tokens"], maximum=MAX_NEW_TOKENS)
     concurrency = check.int_list("concurrency", values["concurrency"], MAX_IN_FLIGHT)
     requests_per_point = check.positive_int("requests_per_point", values["requests_per_point"],

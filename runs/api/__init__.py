@@ -3,7 +3,7 @@
 
 Authentication: ``Authorization: Bearer <token>`` (an ApiToken, created in the admin) for
 scripts and CI, or the browser's session (with CSRF on unsafe methods). The roles of the
-pages apply: reading needs a role (viewer, operator or curator: 403 without one);
+pages apply, to this schema too: reading needs a role (viewer, operator or curator: 403 without one);
 creating and planning sweeps needs ``benchmarks.add_sweep``; launching, cancelling and
 resuming ``benchmarks.launch_sweep``.
 Errors are JSON: ``{"detail": "..."}``, or ``{"errors": [{"path", "message"}]}`` for an
@@ -12,9 +12,12 @@ invalid spec, with the messages of the CLI; a body larger than its endpoint take
 """
 
 import logging
+from functools import wraps
 
 from django.core.exceptions import PermissionDenied, RequestDataTooBig, SuspiciousOperation
+from django.http import JsonResponse
 from ninja import NinjaAPI
+from ninja.errors import HttpError
 
 from runs.api import compare, imports, results, sweeps
 from runs.api.auth import RoleSessionAuth, TokenAuth
@@ -29,12 +32,32 @@ class SweeplabAPI(NinjaAPI):
         return f"runs_api_{operation.view_func.__name__}"
 
 
+AUTH = [TokenAuth(), RoleSessionAuth()]
+
+
+def for_readers(view):
+    """The schema's view, for the callers the API itself answers (a token or a session, with
+    a role): the schema names every operation, which is no business of a caller without one."""
+
+    @wraps(view)
+    def checked(request, *args, **kwargs):
+        try:
+            if not any(auth(request) for auth in AUTH):
+                return JsonResponse({"detail": "Unauthorized"}, status=401)
+        except HttpError as exc:
+            return JsonResponse({"detail": str(exc)}, status=exc.status_code)
+        return view(request, *args, **kwargs)
+
+    return checked
+
+
 api = SweeplabAPI(
     title="Sweeplab API",
     version="1",
     description=__doc__,
-    auth=[TokenAuth(), RoleSessionAuth()],
+    auth=AUTH,
     docs_url=None,  # Swagger UI would load from a CDN; the schema is at /api/openapi.json
+    docs_decorator=for_readers,
     urls_namespace="api",
 )
 

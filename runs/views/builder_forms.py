@@ -389,7 +389,8 @@ def _basics(data, catalog):
             _select("f-host", "host", "Host", catalog.hosts, data.get("host"), name_of("host", True), rerender=True,
                     hint=(host_text(host.gpu_count, host.gpu_model) if host else "")
                     + (f"; shared with hosts: {', '.join(map(text, shared))} (edit in YAML)" if shared else "")),
-            _select("f-engine", "engine", "Engine", catalog.engines, data.get("engine"), name_of("engine", True),
+            _select("f-engine", "engine", "Engine", [n for n, e in catalog.engines.items() if e.launchable],
+                    data.get("engine"), name_of("engine", True),
                     rerender=True, hint=kind_label(engine.kind) if engine else ""),
             _select("f-model", "model", "Model", catalog.models, data.get("model"), name_of("model", True),
                     rerender=True, hint=f"context {model.context_length} tokens" if model else ""),

@@ -863,7 +863,10 @@ class RunExecutor:
             self.run.context_length or self.run.sweep.llm.context_length, self.run.kv_capacity_tokens,
             in_flight(point), point.max_new_tokens, margin,
         )
-        chosen = prompts.load_sharegpt(workload.dataset_path, tokenizer.count, num_prompts=count, max_prompt_tokens=limit)
+        # An imported workload's path is the uploaded file's word: read only inside this host's data roots.
+        roots = self.run.host.data_roots if workload.imported else None
+        chosen = prompts.load_sharegpt(workload.dataset_path, tokenizer.count, num_prompts=count,
+                                       max_prompt_tokens=limit, roots=roots)
         if not chosen:
             raise ValueError(f"{workload.dataset_path}: no conversation fits in {limit} prompt tokens")
         return [c.text for c in chosen], round(sum(c.prompt_tokens for c in chosen) / len(chosen))

@@ -8,6 +8,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from sweepcore import prompts
+from sweepcore.files import FileProblem
 from sweepcore.prompts import (
     FIBONACCI_PROMPT,
     LocalTokenizer,
@@ -109,6 +110,26 @@ def test_sharegpt_filter(tmp_path):
     p.write_text("{}")
     with pytest.raises(ValueError):
         load_sharegpt(str(p), words_tok, num_prompts=1, max_prompt_tokens=100)
+
+
+def test_a_data_set_that_is_no_file_too_big_or_not_json_is_one_line_naming_it(tmp_path):
+    def load(path, **kw):
+        return load_sharegpt(str(path), words_tok, num_prompts=1, max_prompt_tokens=100, **kw)
+
+    with pytest.raises(FileProblem, match=r"^/dev/zero: not a regular file"):
+        load("/dev/zero")  # before: read until memory ran out
+    p = tmp_path / "sg.json"
+    p.write_text('[{"conversations": [{"from": "human", "value": "what is paged attention"}]}]')
+    with pytest.raises(FileProblem, match=r"sg\.json: more than 10 bytes"):
+        load(p, max_bytes=10)
+    with pytest.raises(FileProblem, match=r"outside this host's data roots \(none are set\)"):
+        load(p, roots=[])
+    assert [d.text for d in load(p, roots=[tmp_path])] == ["what is paged attention"]
+    p.write_text('[{"conversations": ["a turn that is no mapping"]}, {"conversations": [')
+    with pytest.raises(FileProblem, match=r"sg\.json: not JSON \(Expecting value at line 1, column \d+\)$"):
+        load(p)
+    p.write_text('[{"conversations": ["a turn that is no mapping"]}]')
+    assert load(p) == []
 
 
 def test_context_cap_messages_and_numbers():

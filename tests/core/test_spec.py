@@ -1,8 +1,9 @@
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from sweepcore.spec import SpecError, dump_yaml, load_spec_file, load_yaml, validate
+from sweepcore.spec import EngineInfo, SpecError, WorkloadInfo, dump_yaml, load_spec_file, load_yaml, validate
 from tests.core.catalogs import demo_catalog
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -295,3 +296,43 @@ def test_hosts_that_cannot_share_a_sweep_are_refused_by_path(line, path, words):
 def test_host_and_hosts_together_are_refused():
     errors = errors_of(BASE + "hosts: [sim-8x-rtxpro6000, sim-8x-rtxpro6000-b]\n")
     assert len(errors) == 1 and errors[0].startswith("hosts: ") and "not both" in errors[0]
+
+
+def test_an_engine_without_a_command_line_is_refused_for_launch():
+    catalog = demo_catalog()
+    catalog.engines["imported-sglang"] = EngineInfo("imported-sglang", "sglang", ("autoregressive",), launchable=False)
+    with pytest.raises(SpecError) as refused:
+        validate(load_yaml(BASE.replace("engine: sglang-sim", "engine: imported-sglang")), catalog)
+    assert refused.value.errors == [
+        "engine: engine 'imported-sglang' has no command line to launch (an import made it to file results); "
+        "an admin gives it one, or pick another engine",
+    ]
+
+
+def test_a_workload_an_import_made_reads_its_data_set_only_inside_every_hosts_data_roots():
+    catalog = demo_catalog()
+    catalog.workloads["uploaded"] = WorkloadInfo("uploaded", "dataset", "/data/sets/../../etc/passwd", imported=True)
+    catalog.workloads["inside"] = WorkloadInfo("inside", "dataset", "/data/sets/sg.json", imported=True)
+    text = BASE.replace("workloads: [fibonacci]", "workloads: [uploaded, inside, sharegpt]")
+    with pytest.raises(SpecError) as refused:
+        validate(load_yaml(text), catalog)
+    assert refused.value.errors == [
+        f"workloads[{i}]: workload {name!r} was made by an import: its dataset path is information only, outside "
+        "host 'sim-8x-rtxpro6000''s data roots (none are set); an admin sets a host's data roots, or makes the workload"
+        for i, name in enumerate(["uploaded", "inside"])
+    ]
+    for name in ("sim-8x-rtxpro6000", "sim-8x-rtxpro6000-b"):
+        catalog.hosts[name] = replace(catalog.hosts[name], data_roots=("/data/sets",))
+    spec = validate(load_yaml(text.replace("[uploaded, ", "[")), catalog)  # an admin's workload: their choice
+    assert [w.workload for w in spec.workloads] == ["inside", "sharegpt"]
+    assert [e.split(":")[0] for e in errors_of_with(catalog, text)] == ["workloads[0]"]
+    catalog.hosts["sim-8x-rtxpro6000-b"] = replace(catalog.hosts["sim-8x-rtxpro6000-b"], data_roots=())
+    shared = text.replace("[uploaded, ", "[").replace("host: sim-8x-rtxpro6000", "hosts: [sim-8x-rtxpro6000, sim-8x-rtxpro6000-b]")
+    (error,) = errors_of_with(catalog, shared)
+    assert error.startswith("workloads[0]: ") and "host 'sim-8x-rtxpro6000-b''s data roots (none are set)" in error
+
+
+def errors_of_with(catalog, text):
+    with pytest.raises(SpecError) as refused:
+        validate(load_yaml(text), catalog)
+    return refused.value.errors

@@ -48,6 +48,9 @@ def test_build_launch_watch_and_chart_a_sweep_in_the_browser(browser, operator, 
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     errors = []
     page.on("pageerror", lambda exc: errors.append(str(exc)))
+    # What the Content-Security-Policy refused (an inline script or handler, an eval): nothing.
+    page.on("console", lambda message: errors.append(message.text) if "Content Security Policy" in message.text
+            else None)
     log_in(page, live_server, "olga", "pw-olga-12345")
 
     # Build the sweep in the form, starting from the example it opens with.
@@ -277,6 +280,11 @@ def test_build_launch_watch_and_chart_a_sweep_in_the_browser(browser, operator, 
     where = {"valid": "value", "suspect": "suspect"}.get(dd15.points.get(prompt_tokens=2000).validity, "invalid")
     assert sum(n for _, n in drawn) == 1 and dict(drawn)[where] == 1
     shot(page, "history")
+    # A filter submits as soon as it changes (a data attribute: the pages carry no inline handler).
+    page.goto(f"{live_server.url}/")
+    with page.expect_navigation():
+        page.select_option(".filters select[name=status]", "done")
+    assert page.url.endswith("/?status=done") and page.is_visible(f"text={sweep.name}")
     assert errors == []
     assert wait_for(lambda: not (simengine_pids() - before), timeout=10)
 

@@ -1,5 +1,6 @@
 """The executor against real simengine processes: crashes, faults, caps, quarantine."""
 
+import json
 import time
 from io import StringIO
 from pathlib import Path
@@ -8,7 +9,7 @@ import pytest
 from django.core.management import call_command
 
 from benchmarks.catalog import load_catalog
-from benchmarks.models import LLM, Engine, KnownFailure
+from benchmarks.models import LLM, Engine, Host, KnownFailure, Workload
 from runs.lifecycle import create_sweep, launch_sweep
 from runs.models import Point, RequestRecord, Run, RunEvent
 from runs.worker.executor import execute_run
@@ -109,6 +110,34 @@ def test_a_healthy_run_measures_every_point_and_stores_its_requests(catalog):
     assert run.server_info["simengine"]["visible_devices"] == [0]
     launched = RunEvent.objects.get(run=run, kind="launched")
     assert launched.message.startswith("CUDA_VISIBLE_DEVICES=0 ") and launched.data["cuda_visible_devices"] == "0"
+
+
+@pytest.mark.agnostic
+@pytest.mark.slow
+def test_a_data_set_is_read_only_from_a_regular_file_and_an_imported_one_only_inside_the_hosts_roots(catalog, tmp_path):
+    root, outside = tmp_path / "root", tmp_path / "outside"
+    root.mkdir()
+    outside.mkdir()
+    conversations = json.dumps([{"conversations": [{"from": "human", "value": f"question {i} on paged attention"}]}
+                                for i in range(4)])
+    (root / "sg.json").write_text(conversations)
+    (outside / "secret.json").write_text(conversations)
+    (root / "escape.json").symlink_to(outside / "secret.json")  # inside the root by its text alone
+    Host.objects.filter(name="sim-8x-rtxpro6000").update(data_roots=[str(root)])
+    for name, path, imported in [("uploaded-inside", root / "sg.json", True),
+                                 ("uploaded-escape", root / "escape.json", True),
+                                 ("admins-device", "/dev/zero", False)]:  # before: read until memory ran out
+        Workload.objects.create(name=name, kind="dataset", dataset_path=str(path), imported=imported)
+    sweep = run_inline(spec(workloads=["uploaded-inside", "uploaded-escape", "admins-device"], warmup_requests=0))
+    points = {p.workload.name: p for p in Point.objects.filter(run__sweep=sweep).select_related("workload")}
+    assert points["uploaded-inside"].status == "ok" and points["uploaded-inside"].completed == 2
+    assert points["uploaded-escape"].status == "failed"
+    assert points["uploaded-escape"].reason == (f"could not build the prompt: {root / 'escape.json'}: outside this "
+                                                f"host's data roots ({root}); an admin sets a host's data roots, or "
+                                                f"makes the workload")
+    assert points["admins-device"].status == "failed"
+    assert points["admins-device"].reason == ("could not build the prompt: /dev/zero: not a regular file (a device, "
+                                              "FIFO or socket), not a ShareGPT JSON file")
 
 
 @pytest.mark.agnostic
