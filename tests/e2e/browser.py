@@ -2,6 +2,7 @@
 screenshots they leave under var/screenshots/ (`make screenshots`): shared by every test
 that opens a page, so that there is one way to start it and one place for its pictures."""
 
+import time
 from pathlib import Path
 
 import pytest
@@ -28,6 +29,28 @@ def browser(monkeypatch):
         )
         yield instance
         instance.close()
+
+
+def wait_until(page, expression, arg=None, timeout=30_000):
+    """What ``page.wait_for_function`` does (``timeout`` in ms), without ``eval`` in the page:
+    Playwright polls its predicate through the page's own eval, which the pages'
+    Content-Security-Policy refuses (as it should), while ``page.evaluate`` runs through the
+    DevTools protocol. Returns the first truthy value."""
+    from playwright.sync_api import Error
+
+    deadline = time.monotonic() + timeout / 1000
+    while True:
+        try:
+            value = page.evaluate(expression, arg)
+        except Error as exc:
+            if "Execution context was destroyed" not in str(exc):  # a navigation: ask the next page
+                raise
+            value = None
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"waited {timeout / 1000:.0f} s for {expression}")
+        page.wait_for_timeout(100)
 
 
 def shot(page, name):

@@ -13,7 +13,7 @@ from runs.results.compare import VERDICT_COLOURS
 from runs.results.gantt import sweep_gantt
 from runs.results.load_charts import load_charts
 from runs.templatetags.sweeplab_format import num
-from tests.e2e.browser import browser, doc_shot, log_in, shot  # noqa: F401 (browser: a fixture)
+from tests.e2e.browser import browser, doc_shot, log_in, shot, wait_until  # noqa: F401 (browser: a fixture)
 from tests.e2e.processes import celery_worker, simengine_pids, wait_for
 
 pytestmark = pytest.mark.slow
@@ -73,7 +73,7 @@ def test_build_launch_watch_and_chart_a_sweep_in_the_browser(browser, operator, 
     doc_shot(page, "builder")
     # The YAML view shows the same spec.
     page.click("#tab-yaml")
-    page.wait_for_function("document.getElementById('id_spec_yaml').value.includes('budget: [8, 15]')")
+    wait_until(page, "document.getElementById('id_spec_yaml').value.includes('budget: [8, 15]')")
     assert "max_new_tokens: 64" in page.input_value("#id_spec_yaml")
     shot(page, "builder-yaml")
     page.click("#tab-form")
@@ -92,7 +92,7 @@ def test_build_launch_watch_and_chart_a_sweep_in_the_browser(browser, operator, 
         # So do the progress, the run rows and (told by the live partial) the points table.
         page.wait_for_selector("[data-field=progress-text]:has-text('(100%)')")
         assert page.is_checked("tbody[data-run-id] input[name=runs] >> nth=0")
-        page.wait_for_function(
+        wait_until(page,
             "[...document.querySelectorAll('#points-table tr.point-row')].length === 9 && "
             "[...document.querySelectorAll('#points-table tr.point-row')].every(r => r.dataset.status !== 'planned')")
         shown = page.eval_on_selector_all("tbody[data-run-id] [data-field=status]", "els => els.map(e => e.textContent)")
@@ -187,21 +187,21 @@ def test_build_launch_watch_and_chart_a_sweep_in_the_browser(browser, operator, 
     assert page.evaluate(DRAWN, one["id"]) == served(one)
     assert page.evaluate("Object.keys(Chart.instances).length") == len(charts) + 1
     # The points table: 9 points, sorted by decode speed (missing values last), filtered.
-    page.wait_for_function("document.querySelectorAll('#points-table tr.point-row').length === 9")
+    wait_until(page, "document.querySelectorAll('#points-table tr.point-row').length === 9")
     page.click("#points-table button[data-sort=decode_tok_s]")  # a speed: the fastest first
     page.wait_for_selector("#points-table th[aria-sort=descending] button[data-sort=decode_tok_s]")
-    page.wait_for_function("document.querySelector('#points-table tr.point-row').dataset.status === 'ok'")
+    wait_until(page, "document.querySelector('#points-table tr.point-row').dataset.status === 'ok'")
     page.click("#points-table button[data-sort=decode_tok_s]")  # the other way; missing values still last
     page.wait_for_selector("#points-table th[aria-sort=ascending] button[data-sort=decode_tok_s]")
-    page.wait_for_function("document.querySelector('#points-table tr.point-row').dataset.status === 'ok'")
+    wait_until(page, "document.querySelector('#points-table tr.point-row').dataset.status === 'ok'")
     # The table's numbers (the server's num filter) read as the charts' tooltips (util.js) write them.
     values = [0.125, 1.005, 2.675, 6.25, 99.995, 100.5, 1234.5678, -0.125]
     assert page.evaluate("values => values.map(v => sweeplab.fmt(v))", values) == [num(v) for v in values]
     page.select_option("#points-table select[name=status]", "ok")
-    page.wait_for_function(
+    wait_until(page,
         "[...document.querySelectorAll('#points-table tr.point-row')].every(r => r.dataset.status === 'ok')")
     page.select_option("#points-table select[name=status]", "")
-    page.wait_for_function("document.querySelectorAll('#points-table tr.point-row').length === 9")
+    wait_until(page, "document.querySelectorAll('#points-table tr.point-row').length === 9")
     shot(page, "sweep-detail")
     # A click on the row (its configuration; the middle of a compact row is its "points" button) opens the drawer.
     page.click("tbody[data-run-id] tr.run-row >> nth=1 >> td >> nth=2")
@@ -217,7 +217,7 @@ def test_build_launch_watch_and_chart_a_sweep_in_the_browser(browser, operator, 
         ("autoregressive", "{}"), ("ddtree", '{"budget":15,"topk_cap":8}')))
     dd8 = Run.objects.get(sweep=sweep, method="ddtree", params_key='{"budget":8,"topk_cap":8}')
     page.goto(f"{live_server.url}/compare/?run={ar.pk}&run={dd15.pk}&run={dd8.pk}")
-    page.wait_for_function("window.sweeplabCharts && window.sweeplabCharts.compare")
+    wait_until(page, "window.sweeplabCharts && window.sweeplabCharts.compare")
     compare = page.evaluate(
         """() => { const c = window.sweeplabCharts.compare;
                    return {title: c.options.plugins.title.text, x: c.options.scales.x.title.text,
@@ -253,7 +253,7 @@ def test_build_launch_watch_and_chart_a_sweep_in_the_browser(browser, operator, 
                    return [r.left + p.x, r.top + p.y]; }"""
     )
     page.mouse.move(x, y)
-    page.wait_for_function(
+    wait_until(page,
         """group => (window.sweeplabCharts.compare.tooltip.body || [])
                       .some(b => b.lines[0].startsWith(group + ': ') && b.lines[1].includes('illegal instruction'))""",
         arg=f"#{sweep.pk}/{dd8.pk} {dd8.config_label}",
@@ -262,7 +262,7 @@ def test_build_launch_watch_and_chart_a_sweep_in_the_browser(browser, operator, 
     doc_shot(page, "compare")
     # The same two runs as comparison charts of a selection (any runs, across sweeps).
     page.goto(f"{live_server.url}/charts/?runs={ar.pk},{dd15.pk}")
-    page.wait_for_function("window.sweeplabCharts && window.sweeplabCharts.decode_tok_s")
+    wait_until(page, "window.sweeplabCharts && window.sweeplabCharts.decode_tok_s")
     labels = page.evaluate("window.sweeplabCharts.decode_tok_s.data.datasets.map(d => d.label)")
     assert "autoregressive TP1" in labels and "ddtree budget=15 topk_cap=8 TP1" in labels
     shot(page, "charts")
@@ -273,7 +273,7 @@ def test_build_launch_watch_and_chart_a_sweep_in_the_browser(browser, operator, 
         "workload": "long-context", "prompt_tokens": 2000, "concurrency": 1, "gpu": sweep.host.gpu_model,
     }
     page.goto(f"{live_server.url}/history/?{urlencode(series)}")
-    page.wait_for_function("window.sweeplabCharts && window.sweeplabCharts.history")
+    wait_until(page, "window.sweeplabCharts && window.sweeplabCharts.history")
     # The one point of the series is drawn once: on the line if valid, else as suspect or invalid.
     drawn = page.evaluate("""window.sweeplabCharts.history.data.datasets
         .filter(d => ['value', 'suspect', 'invalid'].includes(d.kind)).map(d => [d.kind, d.data.length])""")
@@ -349,7 +349,7 @@ def test_a_suspect_bar_is_hatched_and_an_invalid_point_is_a_marker_with_its_reas
             return [e.x, e.base === undefined ? e.y : (e.y + e.base) / 2];  // a bar's middle, a marker's centre
         }}""")
         page.mouse.move(box["x"] + x, box["y"] + y)
-        page.wait_for_function(f"{chart}.tooltip.opacity > 0 && {chart}.tooltip.getActiveElements().length > 0")
+        wait_until(page, f"{chart}.tooltip.opacity > 0 && {chart}.tooltip.getActiveElements().length > 0")
         return page.evaluate(f"() => {chart}.tooltip.body.flatMap(b => b.lines)")
 
     lines = tooltip_at(found["marker"], 0)

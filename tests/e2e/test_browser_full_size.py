@@ -19,7 +19,7 @@ from bench.ui_scale import Seeder
 from benchmarks.models import Engine
 from runs.lifecycle import create_sweep, launch_sweep
 from runs.management.commands.demo import EXAMPLES, demo_spec
-from tests.e2e.browser import browser, doc_shot, log_in, shot  # noqa: F401 (browser: a fixture)
+from tests.e2e.browser import browser, doc_shot, log_in, shot, wait_until  # noqa: F401 (browser: a fixture)
 from tests.e2e.processes import celery_worker
 
 pytestmark = [pytest.mark.slow, pytest.mark.agnostic]
@@ -121,10 +121,10 @@ def watch_it_run_with_another_behind(browser, live_server, sweep, worker_log, co
         other.close()
 
         # While it runs, the status chart and the decode chart move without a reload.
-        page.wait_for_function(
+        wait_until(page,
             "before => JSON.stringify(window.sweeplabCharts.status.data.datasets.map(d => d.data)) !== before",
             arg=status_before, timeout=120_000)
-        page.wait_for_function(
+        wait_until(page,
             "() => { const c = window.sweeplabCharts['decode_tok_s@TP1'];"
             " return c && c.data.datasets.some(d => d.kind === 'value' && d.data.some(i => i.y !== null)); }",
             timeout=180_000)
@@ -132,7 +132,7 @@ def watch_it_run_with_another_behind(browser, live_server, sweep, worker_log, co
             "() => window.sweeplabCharts['decode_tok_s@TP1'].data.datasets.filter(d => d.kind === 'value')"
             ".flatMap(d => d.data).filter(i => i.y !== null).length")
         version = page.evaluate("Number(document.getElementById('comparison-charts').dataset.version || 0)")
-        page.wait_for_function(
+        wait_until(page,
             "n => window.sweeplabCharts['decode_tok_s@TP1'].data.datasets.filter(d => d.kind === 'value')"
             ".flatMap(d => d.data).filter(i => i.y !== null).length > n", arg=drawn, timeout=180_000)
         assert page.evaluate("Number(document.getElementById('comparison-charts').dataset.version)") > version
