@@ -4,7 +4,7 @@ import io
 from django.contrib import admin, messages
 from django.core.paginator import Paginator
 from django.db import connection
-from django.db.models import Count, Q, Value
+from django.db.models import Count, F, Q, Value
 from django.db.models.functions import Concat
 from django.http import HttpResponse
 from django.template.response import TemplateResponse
@@ -20,6 +20,7 @@ from runs.models import (
     ApiToken,
     CurationEvent,
     CurationTarget,
+    LoginThrottle,
     Point,
     PointStatus,
     RequestRecord,
@@ -29,7 +30,7 @@ from runs.models import (
     ran_on_field,
 )
 from runs.results.exports import export_response, spreadsheet_safe
-from runs.tokens import new_token
+from runs.lockout import lift
 
 CURATION_FIELDS = ("excluded", "exclude_reason", "is_baseline", "notes")
 # A configuration column sorts by method, then parameters (as the labels read).
@@ -469,16 +470,20 @@ class ApiTokenAdmin(admin.ModelAdmin):
     """API tokens: every staff user creates and revokes their own; superusers anyone's.
     The token is shown once, when it is created; only its sha256 is kept."""
 
-    list_display = ("name", "user", "prefix", "created_at", "last_used_at", "revoked_at")
-    list_filter = ("revoked_at",)
+    list_display = ("name", "user", "prefix", "read_only", "expires_at", "created_at", "last_used_at", "revoked_at")
+    list_filter = ("read_only", "revoked_at", "expires_at")
     list_select_related = ("user",)
     search_fields = ("name", "prefix", "user__username")
     readonly_fields = ("prefix", "created_at", "last_used_at", "revoked_at")
     actions = ["revoke"]
 
     def get_fields(self, request, obj=None):
-        fields = ["name", *self.readonly_fields]
+        fields = ["name", "read_only", "expires_at", *self.readonly_fields]
         return (["user"] if request.user.is_superuser else []) + fields
+
+    def get_readonly_fields(self, request, obj=None):
+        # A token's scope and expiry are those it was made with: revoke it, or make another.
+        return self.readonly_fields + (("read_only", "expires_at") if obj is not None else ())
 
     def get_queryset(self, request):
         qs = super().get_queryset(request)
@@ -503,12 +508,11 @@ class ApiTokenAdmin(admin.ModelAdmin):
         if not change:
             if not request.user.is_superuser or not obj.user_id:
                 obj.user = request.user
-            token, obj.key_hash = new_token()
-            obj.prefix = token[:12]
+            token = obj.set_new_key()
             super().save_model(request, obj, form, change)
             self.message_user(
-                request, f"API token “{obj.name}” for {obj.user.get_username()}: {token} — copy it now, it is not "
-                "shown again. Send it as “Authorization: Bearer <token>”.", messages.WARNING)
+                request, f"API token “{obj.name}” for {obj.user.get_username()} ({obj.scope()}): {token} — copy it "
+                "now, it is not shown again. Send it as “Authorization: Bearer <token>”.", messages.WARNING)
             return
         super().save_model(request, obj, form, change)
 
@@ -516,3 +520,44 @@ class ApiTokenAdmin(admin.ModelAdmin):
     def revoke(self, request, queryset):
         count = queryset.filter(revoked_at__isnull=True).update(revoked_at=timezone.now())
         self.message_user(request, f"Revoked {count} token(s); they no longer authenticate.", messages.SUCCESS)
+
+
+class LockedOutFilter(admin.SimpleListFilter):
+    title = "locked out now"
+    parameter_name = "locked"
+
+    def lookups(self, request, model_admin):
+        return (("yes", "Yes"), ("no", "No"))
+
+    def queryset(self, request, queryset):
+        locked = Q(locked_until__gt=timezone.now())
+        return {"yes": queryset.filter(locked), "no": queryset.exclude(locked)}.get(self.value(), queryset)
+
+
+@admin.register(LoginThrottle)
+class LoginThrottleAdmin(admin.ModelAdmin):
+    """Accounts and addresses with failed logins or bad API tokens in the window, and those
+    locked out (runs.lockout): read-only, but for the action that lifts a lockout."""
+
+    list_display = ("key", "kind", "failures", "locked_now", "locked_until", "last_failure_at", "window_start")
+    list_filter = (LockedOutFilter, "kind")
+    search_fields = ("key",)
+    ordering = (F("locked_until").desc(nulls_last=True), "-last_failure_at")
+    readonly_fields = ("kind", "key", "failures", "window_start", "last_failure_at", "locked_until")
+    actions = ["lift_lockout"]
+
+    @admin.display(description="locked out", boolean=True)
+    def locked_now(self, obj):
+        return obj.locked_until is not None and obj.locked_until > timezone.now()
+
+    def has_add_permission(self, request):
+        return False
+
+    def has_delete_permission(self, request, obj=None):
+        return False  # lifted by the action, which logs who did it
+
+    @admin.action(description="Lift the lockout", permissions=["change"])
+    def lift_lockout(self, request, queryset):
+        count = lift(queryset, by=request.user.get_username())
+        self.message_user(request, f"Lifted {count} lockout(s): their counts start again from nothing.",
+                          messages.SUCCESS)

@@ -12,6 +12,7 @@ from django.utils import timezone
 
 from benchmarks.models import FailureKind, KnownFailure, Method, Sweep, Workload, enum_choices
 from runs.managers import RunManager
+from runs.tokens import new_token
 from sweepcore import kinds
 from sweepcore.methods import config_label
 from sweepcore.metrics import LATENCY_FIELDS
@@ -454,8 +455,10 @@ class CurationEvent(models.Model):
 
 class ApiToken(models.Model):
     """A token for scripts and CI: ``Authorization: Bearer <token>`` on /api/. Only its
-    sha256 is stored; the token itself is shown once, when it is created in the admin.
-    It acts as its user, with that user's roles, until it is revoked."""
+    sha256 is stored; the token itself is shown once, when it is created (the admin, or
+    ``manage.py create_api_token``). It acts as its user, with that user's roles, until it
+    is revoked or expires; a read-only one only reads (GET, HEAD, OPTIONS), whatever the
+    roles. Its scope and expiry are fixed when it is made."""
 
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_tokens")
     name = models.CharField(max_length=100, help_text="What it is for, e.g. 'nightly CI'.")
@@ -464,6 +467,10 @@ class ApiToken(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     last_used_at = models.DateTimeField(null=True, blank=True, editable=False)
     revoked_at = models.DateTimeField(null=True, blank=True, editable=False)
+    read_only = models.BooleanField(
+        default=False, help_text="Only reads (GET, HEAD, OPTIONS): anything else is refused with 403.")
+    expires_at = models.DateTimeField(
+        null=True, blank=True, help_text="After this it no longer authenticates (401). Empty: until revoked.")
 
     class Meta:
         constraints = [
@@ -473,3 +480,44 @@ class ApiToken(models.Model):
 
     def __str__(self):
         return f"{self.name} ({self.prefix}…)"
+
+    def set_new_key(self):
+        """Give this unsaved token its secret: sets the digest and prefix kept, and returns
+        the token itself, to be shown once."""
+        token, self.key_hash = new_token()
+        self.prefix = token[:12]
+        return token
+
+    def scope(self):
+        """What it may do, and until when, in words."""
+        until = f"until {self.expires_at:%Y-%m-%d %H:%M %Z}" if self.expires_at else "until revoked"
+        return f"{'read-only' if self.read_only else 'reads and writes'}, {until}"
+
+    def expired(self, now=None):
+        return self.expires_at is not None and self.expires_at <= (now or timezone.now())
+
+
+class LoginThrottle(models.Model):
+    """Failed logins and bad API tokens of one account (the username as typed, lower-cased)
+    or one client address, counted over a window; at its limit further attempts are refused,
+    without checking a password, until ``locked_until`` (runs.lockout, which keeps these
+    rows: counts change only by conditional UPDATEs). Staff see and lift them in the admin."""
+
+    class Kind(models.TextChoices):
+        ACCOUNT = "account", "account"
+        ADDRESS = "address", "address"
+
+    kind = models.CharField(max_length=7, choices=Kind.choices)
+    key = models.CharField(max_length=150, help_text="The username as typed (lower-cased), or the client's address.")
+    failures = models.PositiveIntegerField(
+        default=0, help_text="Failures in the window (a login being checked counts until it succeeds).")
+    window_start = models.DateTimeField(help_text="When the failures counted began.")
+    last_failure_at = models.DateTimeField(null=True, blank=True)
+    locked_until = models.DateTimeField(null=True, blank=True, help_text="Refused until then.")
+
+    class Meta:
+        verbose_name = "login lockout"
+        constraints = [models.UniqueConstraint(fields=["kind", "key"], name="loginthrottle_kind_key_unique")]
+
+    def __str__(self):
+        return f"{self.kind} {self.key}"

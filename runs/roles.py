@@ -17,6 +17,8 @@ from django.contrib.auth.models import Group
 from django.core.exceptions import PermissionDenied
 from django.db.models import Exists, OuterRef
 
+from runs import lockout
+
 ROLES = importlib.import_module("runs.migrations.0006_roles_read_curation_events").ROLES
 READ_ROLES = tuple(ROLES)  # every role reads
 NO_ROLE = "your account has no role: ask an admin to add it to the viewer, operator or curator group"
@@ -53,7 +55,26 @@ def reader_required(view):
 
 class RoleModelBackend(ModelBackend):
     """Django's ModelBackend; the session's user comes with ``has_role`` (one query, as
-    before)."""
+    before). Every login, wherever its form (the app's, the admin's), is throttled: an
+    account or address locked out (runs.lockout) is refused before its password is
+    checked, and each failure is counted and logged."""
+
+    def authenticate(self, request, username=None, password=None, **kwargs):
+        if username is None:
+            username = kwargs.pop(get_user_model().USERNAME_FIELD, None)
+        if username is None or password is None:
+            return None
+        refusal = lockout.login_attempt(request, username)
+        if refusal is not None:
+            if request is not None:
+                request.login_refusal = refusal  # the login form's message, and its 429
+            raise PermissionDenied(refusal.message)  # no other backend tries either
+        user = super().authenticate(request, username=username, password=password, **kwargs)
+        if user is None:
+            lockout.login_failed(request, username)
+        else:
+            lockout.login_succeeded(request, username)
+        return user
 
     def get_user(self, user_id):
         users = get_user_model()._default_manager.annotate(has_role=has_role())

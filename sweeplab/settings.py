@@ -140,6 +140,16 @@ SECURE_CSP = {
     "frame-ancestors": [CSP.NONE],
 }
 
+# Failed logins and bad API tokens (runs.lockout): an account (the username as typed, in
+# any case) with this many failed logins, or a client address (REMOTE_ADDR: no proxy's
+# X-Forwarded-For is trusted) with this many failed logins and bad API tokens, within the
+# window is refused, without a password being checked, for the lockout's minutes (HTTP 429),
+# unless an admin lifts it first.
+SWEEPLAB_LOGIN_FAILURES_PER_ACCOUNT = int(os.environ.get("SWEEPLAB_LOGIN_FAILURES_PER_ACCOUNT", 5))
+SWEEPLAB_LOGIN_FAILURES_PER_ADDRESS = int(os.environ.get("SWEEPLAB_LOGIN_FAILURES_PER_ADDRESS", 20))
+SWEEPLAB_LOGIN_WINDOW_MIN = int(os.environ.get("SWEEPLAB_LOGIN_WINDOW_MIN", 15))
+SWEEPLAB_LOGIN_LOCKOUT_MIN = int(os.environ.get("SWEEPLAB_LOGIN_LOCKOUT_MIN", 15))
+
 # Absolute URL printed by commands (`sweep create`) so a user can click through.
 SWEEPLAB_BASE_URL = os.environ.get("SWEEPLAB_BASE_URL", "http://127.0.0.1:8000").rstrip("/")
 
@@ -150,7 +160,7 @@ SWEEPLAB_VALIDITY = {}
 SWEEPLAB_SIGNIFICANCE_ALPHA = 0.05
 
 INSTALLED_APPS = [
-    "django.contrib.admin",
+    "sweeplab.apps.SweeplabAdminConfig",  # django.contrib.admin, its login throttled (runs.lockout)
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",

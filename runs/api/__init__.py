@@ -1,9 +1,12 @@
 """The JSON API under /api/ (django-ninja: typed endpoints, the OpenAPI schema at
 /api/openapi.json built from the same types, so the schema cannot drift from the code).
 
-Authentication: ``Authorization: Bearer <token>`` (an ApiToken, created in the admin) for
-scripts and CI, or the browser's session (with CSRF on unsafe methods). The roles of the
-pages apply, to this schema too: reading needs a role (viewer, operator or curator: 403 without one);
+Authentication: ``Authorization: Bearer <token>`` (an ApiToken, made in the admin or by
+``manage.py create_api_token``) for scripts and CI, or the browser's session (with CSRF on
+unsafe methods). A bad token (unknown, revoked, expired) is a 401; a read-only token is a 403
+on anything but GET, HEAD and OPTIONS; an address with too many bad tokens or failed logins
+is locked out for a while, a 429. The roles of the pages apply, to this schema too: reading
+needs a role (viewer, operator or curator: 403 without one);
 creating and planning sweeps needs ``benchmarks.add_sweep``; launching, cancelling and
 resuming ``benchmarks.launch_sweep``.
 Errors are JSON: ``{"detail": "..."}``, or ``{"errors": [{"path", "message"}]}`` for an

@@ -4,7 +4,7 @@ from ninja import Field, File, Form, Router, Schema, Status, UploadedFile
 from ninja.errors import HttpError
 
 from runs.api.auth import require
-from runs.api.schemas import FILTER_TEXT, ErrorOut
+from runs.api.schemas import DENIED, FILTER_TEXT, ErrorOut
 from runs.api.sweeps import SweepDetailOut, get_sweep
 from runs.forms import IMPORT_MAX_BYTES, too_large_upload
 from runs.imports import import_file
@@ -34,7 +34,7 @@ class ImportFields(Schema):
     workload: str | None = Field(**FILTER_TEXT)
 
 
-@router.post("/imports", response={200: ImportOut, 201: ImportOut, 400: ErrorOut, 401: ErrorOut, 403: ErrorOut,
+@router.post("/imports", response={200: ImportOut, 201: ImportOut, 400: ErrorOut, **DENIED,
                                    413: ErrorOut}, tags=["imports"])
 def import_results(request, file: File[UploadedFile], fields: Form[ImportFields]):
     """Import a ``vllm bench serve --save-result`` JSON file or an SGLang ``bench_serving``

@@ -20,8 +20,9 @@ class ErrorOut(Schema):
 
 
 # Every operation: 401 without a valid token or session, 403 without a role (or, for
-# the ones that change something, without its permission).
-DENIED = {401: ErrorOut, 403: ErrorOut}
+# the ones that change something, without its permission, or with a read-only token), 429
+# from an address locked out for its bad tokens or failed logins (runs.lockout).
+DENIED = {401: ErrorOut, 403: ErrorOut, 429: ErrorOut}
 
 
 class Paging(Schema):

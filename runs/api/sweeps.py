@@ -154,7 +154,7 @@ class PlanOut(Schema):
                                                 "empty when it measures something.")
 
 
-@router.post("/sweeps/plan", response={200: PlanOut, 400: SpecErrorsOut, 401: ErrorOut, 403: ErrorOut, 413: ErrorOut},
+@router.post("/sweeps/plan", response={200: PlanOut, 400: SpecErrorsOut, **DENIED, 413: ErrorOut},
              openapi_extra=SPEC_BODY, tags=["sweeps"])
 def plan_sweep(request):
     """The plan of a spec (runs, points, skips with their reasons), storing nothing: the
@@ -168,7 +168,7 @@ def plan_sweep(request):
     return {**the_plan.to_dict(), "warnings": the_plan.warnings, "nothing_to_measure": the_plan.nothing_to_measure}
 
 
-@router.post("/sweeps", response={201: SweepDetailOut, 400: SpecErrorsOut, 401: ErrorOut, 403: ErrorOut,
+@router.post("/sweeps", response={201: SweepDetailOut, 400: SpecErrorsOut, **DENIED,
                                   409: ErrorOut, 413: ErrorOut}, openapi_extra=SPEC_BODY, tags=["sweeps"])
 def create(request, launch: bool = False):
     """Store a sweep from a spec as a draft; ``?launch=true`` launches it too (409, storing
@@ -199,7 +199,7 @@ def _action(request, sweep_id, action, verb):
     return get_sweep(request, sweep.pk)
 
 
-ACTION_RESPONSES = {200: SweepDetailOut, 401: ErrorOut, 403: ErrorOut, 404: ErrorOut, 409: ErrorOut}
+ACTION_RESPONSES = {200: SweepDetailOut, **DENIED, 404: ErrorOut, 409: ErrorOut}
 
 
 @router.post("/sweeps/{int:sweep_id}/launch", response=ACTION_RESPONSES, tags=["sweeps"])
