@@ -10,6 +10,7 @@ from django.urls import reverse
 from sweepcore import kinds
 from sweepcore.methods import AUTOREGRESSIVE, LAUNCHABLE, REGISTRY, config_label, constant_name
 from sweepcore.plan import canonical_params
+from sweepcore.spec import MAX_NAME_CHARS
 from sweeplab.celery import host_queue
 
 
@@ -178,7 +179,7 @@ class SweepSource(models.TextChoices):
 
 
 class Sweep(models.Model):
-    name = models.CharField(max_length=200)
+    name = models.CharField(max_length=MAX_NAME_CHARS)  # the spec's limit (sweepcore.spec)
     # The validated spec (sweepcore.spec), normalised; it round-trips to YAML.
     spec = models.JSONField()
     host = models.ForeignKey(Host, on_delete=models.PROTECT, related_name="sweeps")

@@ -13,6 +13,7 @@ from django.utils import timezone
 from benchmarks.models import KnownFailure
 from runs.lifecycle import queue_new_attempts
 from runs.models import CurationAction, CurationEvent, CurationTarget, Point, Run
+from sweepcore.spec import MAX_TEXT_CHARS, text_problem
 
 
 class CurationError(ValueError):
@@ -71,8 +72,18 @@ def _plain(changes):
     }
 
 
-def _required(reason, what):
-    reason = (reason or "").strip()
+def _text(text, field="reason"):
+    """A curator's words (a reason, a note), stripped: refused with a NUL character or over
+    MAX_TEXT_CHARS, naming ``field`` and the limit."""
+    text = (text or "").strip()
+    problem = text_problem(text, MAX_TEXT_CHARS)
+    if problem:
+        raise CurationError(f"{field}: {problem}")
+    return text
+
+
+def _required(reason, what, field="reason"):
+    reason = _text(reason, field)
     if not reason:
         raise CurationError(f"{what} needs a reason: say why, it is shown wherever the result is")
     return reason
@@ -87,13 +98,13 @@ def exclude(objects, user, reason):
 
 @transaction.atomic
 def include(objects, user, reason=""):
-    return _apply(list(objects), user, CurationAction.INCLUDE, {"excluded": False, "exclude_reason": ""}, reason.strip())
+    return _apply(list(objects), user, CurationAction.INCLUDE, {"excluded": False, "exclude_reason": ""}, _text(reason))
 
 
 @transaction.atomic
 def annotate(objects, user, note):
     """Add a note (appended to the notes already there)."""
-    note = _required(note, "An annotation")
+    note = _required(note, "An annotation", "note")
     count = 0
     for obj in objects:
         notes = f"{obj.notes}\n{note}" if obj.notes else note
@@ -129,7 +140,7 @@ def _series_members(obj):
 def mark_baseline(objects, user, reason=""):
     """Make each object the baseline of its series; the series' previous baseline stops
     being one. One object per series: two of the same series is refused."""
-    objects = list(objects)
+    objects, reason = list(objects), _text(reason)
     seen = {}
     for obj in objects:
         key = _series_key(obj)
@@ -144,7 +155,7 @@ def mark_baseline(objects, user, reason=""):
             *(("run__sweep__host", "workload") if isinstance(obj, Point) else ("sweep__host",))
         )
         _apply(previous, user, CurationAction.UNMARK_BASELINE, {"is_baseline": False}, f"{label_of(obj)} became the baseline")
-        count += _apply([obj], user, CurationAction.MARK_BASELINE, {"is_baseline": True}, reason.strip())
+        count += _apply([obj], user, CurationAction.MARK_BASELINE, {"is_baseline": True}, reason)
     return count
 
 
@@ -173,10 +184,10 @@ def reimpose_quarantine(failures, user, reason):
 def rerun(runs, user, reason=""):
     """Each run again, as a new attempt of the same configuration in its sweep; the old
     attempt and its points are kept. Returns the new runs."""
-    runs = list(runs)
+    runs, reason = list(runs), _text(reason)
     new_runs = queue_new_attempts(runs, f"re-run by {user.get_username() if user else 'a curator'}")
     CurationEvent.objects.bulk_create(
-        _event(user, CurationAction.RERUN, old, {"rerun_as": [None, new.pk]}, reason.strip())
+        _event(user, CurationAction.RERUN, old, {"rerun_as": [None, new.pk]}, reason)
         for old, new in zip(runs, new_runs)
     )
     return new_runs

@@ -11,6 +11,10 @@ from runs.results import history as hist
 from sweepcore.importers import FORMAT_DESCRIPTIONS, FORMATS
 from sweepcore.importers import MAX_FILE_BYTES as IMPORT_MAX_BYTES
 HISTORY_MAX_WINDOW = 100
+# A configuration's parameters as the history page's links give them (Run.params_key), and
+# its ``config``: "method:params".
+PARAMS_CHARS = Run._meta.get_field("params_key").max_length
+CONFIG_CHARS = Run._meta.get_field("method").max_length + 1 + PARAMS_CHARS
 
 
 class ImportForm(forms.Form):
@@ -78,13 +82,13 @@ class HistoryQueryForm(QueryForm):
     model = TextParam()
     engine = TextParam()
     method = TextParam()
-    params = TextParam("{}")
+    params = TextParam("{}", most=PARAMS_CHARS)
     tp = IntegerParam()
     workload = TextParam()
     prompt_tokens = IntegerParam()
     concurrency = IntegerParam()
     gpu = TextParam()
-    config = TextParam()
+    config = TextParam(most=CONFIG_CHARS)
     metric = TextParam(hist.DEFAULT_METRIC)
     window = IntegerParam(hist.DEFAULT_WINDOW, minimum=hist.MIN_HISTORY, maximum=HISTORY_MAX_WINDOW)
     show_excluded = FlagParam()

@@ -61,8 +61,9 @@ from benchmarks.models import (
 )
 from runs.models import Point, PointStatus, RequestRecord, Run, RunEvent, RunEventKind, RunStatus
 from sweepcore import importers
-from sweepcore.importers import ImportRefused
+from sweepcore.importers import ImportFileError, ImportRefused
 from sweepcore.plan import canonical_params
+from sweepcore.spec import text_problem
 
 
 class CatalogError(ImportRefused):
@@ -95,6 +96,56 @@ class ImportResult:
             f"{self.points} point{'s' if self.points != 1 else ''}, "
             f"{self.requests} request record{'s' if self.requests != 1 else ''}{sampled}"
         )
+
+
+#: An imported sweep is named after its file: "import <file name>", then " (<label>)" where
+#: the name's column has room for it (the label cut to fit).
+NAME_PREFIX = "import "
+
+
+def max_chars(model, field):
+    """The characters ``model.field`` holds: one definition of each limit, the column's."""
+    return model._meta.get_field(field).max_length
+
+
+def max_filename_chars():
+    """The longest file name an import takes: its column, and the sweep's name made of it."""
+    return min(max_chars(Sweep, "import_filename"), max_chars(Sweep, "name") - len(NAME_PREFIX))
+
+
+def _check_texts(filename, names):
+    """The file's name and the catalog names an import is given (``names``: field -> name,
+    as the upload form and the API call them) are refused with a NUL character (a lookup of
+    one fails on PostgreSQL), the file's name and the workload's (which may be created) when
+    longer than their columns; each message names the field and the limit."""
+    problem = text_problem(filename, max_filename_chars())
+    if problem:
+        raise ImportFileError(f"file name: {problem}")
+    for field, name in names.items():
+        problem = text_problem(name or "", max_chars(Workload, "name") if field == "workload" else None)
+        if problem:
+            raise CatalogError(f"{field}: {problem}", field)
+
+
+def _check_stored_texts(parsed, filename):
+    """What the file gives for a column of a bounded length fits it (the parser refused a
+    NUL character in any of its texts already)."""
+    most = max_chars(Run, "engine_version")
+    for p in parsed.points:
+        problem = text_problem(p.engine_version, most)
+        if problem:
+            where = f"{filename} line {p.line}" if p.line is not None else filename
+            raise ImportFileError(f"{where}: engine version: {problem}")
+
+
+def sweep_name(filename, label):
+    """"import <file name> (<label>)", the label cut to what the name's column leaves it (or
+    left out); ``filename`` fits (``max_filename_chars``)."""
+    name = f"{NAME_PREFIX}{filename}"
+    room = max_chars(Sweep, "name") - len(name) - len(" ()")
+    if not label or room < 2:
+        return name
+    return f"{name} ({label if len(label) <= room else label[:room - 1] + '…'})"
 
 
 def existing_import(digest: str):
@@ -202,8 +253,10 @@ def import_file(name, source, fmt=None, host=None, model=None, user=None, engine
     Raises ImportRefused (ImportFileError, CatalogError) with a one-line message.
     """
     filename = (name or "upload").replace("\\", "/").rsplit("/", 1)[-1] or "upload"
+    _check_texts(filename, {"host": host, "model": model, "engine": engine, "workload": workload})
     # The file is checked first: a malformed one is refused the same way, stored or not.
     parsed = importers.parse(filename, source, fmt)
+    _check_stored_texts(parsed, filename)
     digest = parsed.sha256
     found = existing_import(digest)
     if found is not None:
@@ -244,9 +297,9 @@ def _store(parsed, filename, digest, host_name, model_name, user, engine_name, t
     started, finished = (min(dates), max(dates)) if dates else (now, now)
     label = next((p.label for p in parsed.points if p.label), "")
     sweep = Sweep.objects.create(
-        name=f"import {filename}" + (f" ({label})" if label else ""),
+        name=sweep_name(filename, label),
         spec={
-            "name": f"import {filename}",
+            "name": f"{NAME_PREFIX}{filename}",
             "description": f"Imported from {filename} ({importers.FORMAT_DESCRIPTIONS[parsed.format]}), "
                            f"SHA-256 {digest[:12]}.",
             "host": host.name,
@@ -263,7 +316,7 @@ def _store(parsed, filename, digest, host_name, model_name, user, engine_name, t
         finished_at=finished,
         source=SweepSource.IMPORTED,
         import_format=parsed.format,
-        import_filename=filename[:255],
+        import_filename=filename,
         import_sha256=digest,
     )
     runs = {}  # (method, params_key, tp, attempt) -> Run

@@ -11,6 +11,8 @@ pages' forms (runs.forms) both build on it.
 
 from django import forms
 
+from sweepcore.spec import MAX_NAME_CHARS, text_problem
+
 MAX_ID = 2**63 - 1  # the databases' bigint: a larger id matches nothing and overflows the query
 
 
@@ -28,15 +30,22 @@ class QueryParam(forms.Field):
 
 
 class TextParam(QueryParam):
-    """Text, as sent (or stripped with ``strip``); blank is the default."""
+    """Text, as sent (or stripped with ``strip``); blank is the default. A NUL character
+    (which no stored text holds, and a PostgreSQL query cannot carry) or more than ``most``
+    characters (a name's, by default: every text parameter names or looks up something)
+    is refused, naming the parameter and the limit."""
 
-    def __init__(self, default="", strip=False):
+    def __init__(self, default="", strip=False, most=MAX_NAME_CHARS):
         super().__init__(default)
-        self.strip = strip
+        self.strip, self.most = strip, most
 
     def to_python(self, value):
         text = "" if value is None else str(value)
-        return (text.strip() if self.strip else text) or self.default
+        text = text.strip() if self.strip else text
+        problem = text_problem(text, self.most)
+        if problem:
+            raise forms.ValidationError(f"{self.name}: {problem}")
+        return text or self.default
 
 
 class ChoiceParam(TextParam):

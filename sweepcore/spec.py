@@ -223,6 +223,14 @@ MAX_RETRIES = 100
 MAX_SLO_MS = 86_400_000
 #: search.max_goodput.max_probes.
 MAX_PROBES = 1_000
+#: Characters of a name: a sweep's (benchmarks.models.Sweep.name is a column of this many),
+#: and a text that looks a name up (a page's query parameter, an API filter).
+MAX_NAME_CHARS = 200
+#: Characters of free text a person writes: a spec's description, a curation reason or note.
+MAX_TEXT_CHARS = 10_000
+#: PostgreSQL stores no NUL character in a text or JSON column (SQLite does): every text
+#: that reaches the database is refused with one, on both (``text_problem``).
+NUL = "\x00"
 
 #: (what, bound) of every limit above, for the README's table and its test.
 LIMITS = (
@@ -248,6 +256,8 @@ LIMITS = (
     ("retries", MAX_RETRIES),
     ("an slo limit (ms)", MAX_SLO_MS),
     ("search max_probes", MAX_PROBES),
+    ("name, characters", MAX_NAME_CHARS),
+    ("description, characters", MAX_TEXT_CHARS),
     ("any other integer", INT_COLUMN_MAX),
 )
 
@@ -255,6 +265,17 @@ LIMITS = (
 def beyond(maximum, unit=""):
     """How a bound is said in a message: "up to 1,000,000 items (Sweeplab's limit)"."""
     return f"up to {maximum:,}{' ' + unit if unit else ''} (Sweeplab's limit)"
+
+
+def text_problem(text, most=None):
+    """Why ``text`` cannot be stored, in words ("" when it can): a NUL character anywhere
+    (``NUL``), or more than ``most`` characters. Said after the field's name: "name: at most
+    200 characters (got 250)", "name: may not contain a NUL character"."""
+    if NUL in text:
+        return "may not contain a NUL character"
+    if most is not None and len(text) > most:
+        return f"at most {most:,} characters (got {len(text):,})"
+    return ""
 
 
 # --- the validated spec ---------------------------------------------------------------
@@ -576,6 +597,22 @@ class _Checker:
             self.error(path, f"expected a non-empty string, got {describe(value)}")
             return None
         return value.strip()
+
+    def text(self, path, value, most, required=False):
+        """A text of at most ``most`` characters and no NUL (``text_problem``): stripped and
+        non-empty when ``required``, else as written; None when it is wrong."""
+        if required:
+            value = self.string(path, value)
+            if value is None:
+                return None
+        elif not isinstance(value, str):
+            self.error(path, f"expected a string, got {describe(value)}")
+            return None
+        problem = text_problem(value, most)
+        if problem:
+            self.error(path, problem)
+            return None
+        return value
 
     def positive_int(self, path, value, minimum=1, maximum=INT_COLUMN_MAX):
         what = "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
@@ -1063,11 +1100,8 @@ def validate(data, catalog):
             check.error(key, "required")
     values = {**DEFAULTS, **{k: v for k, v in data.items() if k in FIELDS}}
 
-    name = check.string("name", values.get("name")) if "name" in data else None
-    description = values["description"]
-    if not isinstance(description, str):
-        check.error("description", f"expected a string, got {describe(description)}")
-        description = ""
+    name = check.text("name", values.get("name"), MAX_NAME_CHARS, required=True) if "name" in data else None
+    description = check.text("description", values["description"], MAX_TEXT_CHARS) or ""
     host_name, hosts = _hosts(check, data, catalog)
     engine_name = check.catalog_name("engine", data["engine"], catalog.engines, "engine") if "engine" in data else None
     model_name = check.catalog_name("model", data["model"], catalog.models, "model") if "model" in data else None

@@ -27,7 +27,7 @@ class ImportOut(Schema):
 class ImportFields(Schema):
     format: str | None = Field(None, description="vllm, sglang or sglang-one-batch; detected when not given",
                                pattern=r"^[^\x00]*$", max_length=40)
-    host: str = Field(..., description="the host that ran the benchmark", pattern=r"^[^\x00]*$", max_length=200)
+    host: str = Field(description="the host that ran the benchmark", **{**FILTER_TEXT, "default": ...})
     model: str | None = Field(**FILTER_TEXT)
     engine: str | None = Field(**FILTER_TEXT)
     tp: int | None = Field(None, ge=1, le=1024)

@@ -6,13 +6,15 @@ from ninja import Field, Schema
 from ninja import Path as PathParam
 
 from runs.queryparams import MAX_ID
+from sweepcore.spec import MAX_NAME_CHARS
 
 MAX_LIMIT = 500
 MAX_OFFSET = 2**31 - 1  # the databases' offsets are bounded integers
 ID = Annotated[int, PathParam(..., ge=1, le=MAX_ID)]  # an id fits the database's bigint
 INT_FILTER = {"default": None, "ge": 0, "le": MAX_ID}  # an integer filter (an id, a TP size)
-# A filter text: no NUL character, which no stored name holds and PostgreSQL refuses.
-FILTER_TEXT = {"default": None, "pattern": r"^[^\x00]*$", "max_length": 200}
+# A filter text: no NUL character, which no stored name holds and PostgreSQL refuses, and
+# at most a name's characters (the pages' query texts: runs.queryparams.TextParam).
+FILTER_TEXT = {"default": None, "pattern": r"^[^\x00]*$", "max_length": MAX_NAME_CHARS}
 
 
 class ErrorOut(Schema):

@@ -15,6 +15,7 @@ from django.views.decorators.http import require_POST
 from benchmarks.catalog import load_catalog
 from benchmarks.models import Sweep
 from runs.lifecycle import SweepStateError, create_sweep, launch_sweep, plan_spec
+from runs.queryparams import MAX_ID, IntegerParam, QueryError, QueryForm
 from runs.results.estimate import estimate as estimate_duration
 from runs.results.estimate import load_history, requests_per_point
 from runs.roles import reader_required
@@ -24,6 +25,12 @@ from sweepcore.spec import SpecError, dump_yaml, load_json, load_yaml, validate
 
 BUILDER_EXAMPLE = Path(settings.BASE_DIR) / "examples" / "qwen3.6-27b-sm120.yaml"
 
+
+class CloneForm(QueryForm):
+    """?clone=ID: the builder starts from that sweep's spec (from the example when blank,
+    or when there is no such sweep)."""
+
+    clone = IntegerParam(maximum=MAX_ID)
 
 
 def _error_entries(errors):
@@ -179,17 +186,22 @@ def sweep_new(request):
     """GET: the builder (from the example, or ?clone=ID). POST: save as draft, or launch."""
     catalog = load_catalog()
     if request.method != "POST":
-        clone = request.GET.get("clone")
-        source = Sweep.objects.filter(pk=clone).first() if clone and clone.isdigit() else None
+        try:
+            clone, refused = CloneForm.parse(request.GET)["clone"], []
+        except QueryError as exc:
+            clone, refused = None, [{"path": "", "message": str(exc)}]
+        source = Sweep.objects.filter(pk=clone).first() if clone is not None else None
         if source is not None:
             text = dump_yaml(source.spec)
         else:
             text = BUILDER_EXAMPLE.read_text() if BUILDER_EXAMPLE.exists() else ""
+        status = 400 if refused else 200
         try:
             data = load_yaml(text, source="spec")
         except SpecError as exc:
-            return _builder_page(request, "yaml", None, text, unparsed(exc), catalog)
-        return _builder_page(request, "form", data, text, preview(data, text, catalog), catalog)
+            return _builder_page(request, "yaml", None, text, unparsed(exc), catalog, refused, status=status)
+        return _builder_page(request, "form", data, text, preview(data, text, catalog), catalog, refused,
+                             status=status)
 
     launch = request.POST.get("action") == "launch"
     if launch and not request.user.has_perm("benchmarks.launch_sweep"):
@@ -283,7 +295,7 @@ def _edit(data, post, catalog):
     op, key = post.get("op"), post.get("list")
     if op == "add" and key in LISTS:
         add_entry(data, key, catalog)
-    elif op == "remove" and key in LISTS and post.get("index", "").isdigit():
+    elif op == "remove" and key in LISTS and post.get("index", "").isdecimal():  # int() refuses "²"
         remove_entry(data, key, int(post["index"]))
     elif op == "retry":
         retry_ticked(data, _rules(post.getlist("retry-shown")), _rules(post.getlist("retry")))

@@ -33,13 +33,14 @@ def run_selection_charts(request):
 @reader_required
 def run_selection_charts_data(request):
     """JSON: runs.results.charts for the chosen runs (with ?family=ID / ?chart=ID as for a sweep);
-    400 with {"error"} for a bad selection, 404 for an unknown family or chart."""
+    400 with {"error"} for a bad selection or chart parameter, 404 for an unknown family or chart."""
     try:
         runs = RunSelectionForm.parse(request.GET)["runs"]
+        choice = chart_choice(request.GET)
     except QueryError as exc:
         return JsonResponse({"error": f"Cannot chart this selection: {exc}."}, status=400)
     try:
-        data = build_run_charts([run.pk for run in runs], **chart_choice(request.GET))
+        data = build_run_charts([run.pk for run in runs], **choice)
     except UnknownChart as exc:
         return JsonResponse({"error": str(exc)}, status=404)
     data["runs"] = [

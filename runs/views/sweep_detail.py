@@ -15,6 +15,7 @@ from benchmarks.models import Sweep
 from runs.forms import chart_choice
 from runs.lifecycle import SweepStateError, action_refusals, cancel_sweep, launch_sweep, queued_on, resume_sweep
 from runs.models import PointStatus, Run
+from runs.queryparams import QueryError
 from runs.results import live
 from runs.results import points_table as points_table_lib
 from runs.results.capacity import capacity_table
@@ -204,10 +205,13 @@ def sweep_resume(request, sweep_id):
 @reader_required
 def sweep_charts(request, sweep_id):
     """The comparison charts of a sweep, Chart.js-ready (runs.results.charts): the overview, or
-    ?family=ID / ?chart=ID of the families it lists; 404 with {"error"} for an unknown id."""
+    ?family=ID / ?chart=ID of the families it lists; 404 with {"error"} for an unknown id, 400
+    for one that cannot be an id (runs.queryparams.TextParam)."""
     sweep = get_object_or_404(Sweep.objects.only("pk"), pk=sweep_id)
     try:
         return JsonResponse(build_sweep_charts(sweep.pk, **chart_choice(request.GET)))
+    except QueryError as exc:
+        return JsonResponse({"error": str(exc)}, status=400)
     except UnknownChart as exc:
         return JsonResponse({"error": str(exc)}, status=404)
 

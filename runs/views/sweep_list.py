@@ -8,12 +8,20 @@ from django.core.paginator import Paginator
 from django.db.models import Count, Q
 from django.shortcuts import render
 
-from benchmarks.models import Sweep
+from benchmarks.models import Sweep, SweepStatus
 from runs.models import PointStatus
+from runs.queryparams import ChoiceParam, QueryError, QueryForm
 from runs.roles import reader_required
 from sweepcore.kinds import MEASURED_POINT_STATUSES
 
 SWEEPS_PER_PAGE = 50
+
+
+class SweepListForm(QueryForm):
+    """?status=: the sweeps of one status (all when blank; a 400 saying why, over all of
+    them, for a status that is none)."""
+
+    status = ChoiceParam(SweepStatus.values, "status")
 
 
 @reader_required
@@ -30,12 +38,16 @@ def sweep_list(request):
         )
         .order_by("-created_at", "-id")
     )
-    status = request.GET.get("status", "")
+    try:
+        status, error = SweepListForm.parse(request.GET)["status"], ""
+    except QueryError as exc:
+        status, error = "", str(exc)
     if status:
         sweeps = sweeps.filter(status=status)
     page = Paginator(sweeps, SWEEPS_PER_PAGE).get_page(request.GET.get("page"))
     return render(
         request,
         "runs/sweep_list.html",
-        {"page": page, "status": status, "statuses": Sweep._meta.get_field("status").choices},
+        {"page": page, "status": status, "statuses": Sweep._meta.get_field("status").choices, "error": error},
+        status=400 if error else 200,
     )

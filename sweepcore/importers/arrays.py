@@ -11,7 +11,7 @@ from bisect import bisect_left
 from itertools import chain, compress
 from typing import Any
 
-from sweepcore.spec import INT_COLUMN_MAX, beyond
+from sweepcore.spec import INT_COLUMN_MAX, NUL, beyond, text_problem
 
 #: Each per-request array and what its items are (None: not read, only counted).
 PER_REQUEST_ARRAYS = {
@@ -62,6 +62,8 @@ def item_problem(kind: str, item: Any) -> tuple[str, str] | None:
     elif kind == "string":
         if item is not None and not isinstance(item, str):
             return "", f"expected a string, got {describe(item)}"
+        if item and NUL in item:  # a request's error text is stored
+            return "", text_problem(item)
     return None
 
 
@@ -190,7 +192,7 @@ class Column(StreamedArray):
                     self.kept.append(i)
                     self.ends.append(len(self.flat))
             elif self.kind == "string":
-                if not types <= {str, type(None)}:
+                if not types <= {str, type(None)} or any(NUL in item for item in items if item):
                     return False
                 codes = array("l", [0]) * len(items)
                 for i in compress(range(len(items)), items):

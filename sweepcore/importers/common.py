@@ -15,7 +15,7 @@ from typing import Any
 from sweepcore import metrics as metrics_lib
 from sweepcore.importers.arrays import Column, StreamedArray, describe
 from sweepcore.methods import AUTOREGRESSIVE, SPECULATIVE, imported_method
-from sweepcore.spec import INT_COLUMN_MAX, beyond
+from sweepcore.spec import INT_COLUMN_MAX, NUL, beyond, text_problem
 
 SYNTHETIC_DATASETS = {
     "random", "random-ids", "random-mm", "random-image", "image", "random-rerank",
@@ -189,7 +189,18 @@ class Doc:
             return None
         if not isinstance(value, str):
             raise self.error(name, f"expected a string, got {describe(value)}")
-        return value
+        return self._stored_text(name, value)
+
+    def label(self, name: str) -> str:
+        """The run's label (vLLM ``label``, SGLang ``tag``, ``run_name``) as text, "" when
+        absent; left unread, so that ``extra`` keeps it too."""
+        return self._stored_text(name, str(self.data.get(name) or ""))
+
+    def _stored_text(self, name: str, text: str) -> str:
+        problem = text_problem(text)
+        if problem:
+            raise self.error(name, problem)
+        return text
 
     def rate(self, name: str) -> float | None:
         """A request rate: a positive number, or inf/"inf"/"trace" (None: no rate limit)."""
@@ -239,6 +250,34 @@ def clean_extra(value: Any, where: str = "", depth: int = 0) -> Any:
     if isinstance(value, list):
         return [clean_extra(v, where, depth + 1) for v in value]
     return value
+
+
+def nul_at(value: Any, path: str) -> str | None:
+    """The path (``path``, then ``.key`` and ``[i]`` below it) of the first text or key in
+    ``value`` that holds a NUL character, which the database cannot store; None when none
+    does. ``value`` is JSON-safe (``clean_extra``: its nesting is bounded)."""
+    if isinstance(value, str):
+        return path if NUL in value else None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            found = path if NUL in key else nul_at(item, f"{path}.{key}")
+            if found is not None:
+                return found
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            found = nul_at(item, f"{path}[{i}]")
+            if found is not None:
+                return found
+    return None
+
+
+def _refuse_nul(doc: Doc, fields: dict[str, Any]) -> None:
+    """Each of ``fields`` (a field of the file -> what is stored of it) without a NUL
+    character anywhere: the first one found is the file's error, naming where."""
+    for name, value in fields.items():
+        found = nul_at(value, name)
+        if found is not None:
+            raise doc.error(found, text_problem(NUL))
 
 
 def kept_extra(doc: Doc) -> dict[str, Any]:
@@ -477,6 +516,9 @@ def make_point(doc, index, metrics, records, *, workload, kind, method, params, 
     _check_columns(doc, prompt_tokens=prompt_tokens, actual_prompt_tokens=measured_length,
                    max_new_tokens=target_output, concurrency=concurrency)
     extra.update(kept_extra(doc))
+    stored_info = clean_extra(server_info, f"{doc.where}: server_info") if isinstance(server_info, dict) else {}
+    # What is stored of the file as JSON (its fields, under their own names) holds no NUL.
+    _refuse_nul(doc, {**extra, "server_info": stored_info})
     judge_point(metrics, extra, records)
     return ImportedPoint(
         index=index, line=doc.line, workload=workload, workload_kind=kind,
@@ -486,7 +528,7 @@ def make_point(doc, index, metrics, records, *, workload, kind, method, params, 
         method=method, params=run_params, tp=tp, metrics={k: v for k, v in metrics.items()},
         extra=extra, requests=records, measured_at=measured_at, model=model, backend=backend,
         engine_kind=engine_kind, engine_version=engine_version, label=str(label or ""),
-        server_info=clean_extra(server_info, f"{doc.where}: server_info") if isinstance(server_info, dict) else {},
+        server_info=stored_info,
         requests_in_file=totals.count,
     )
 

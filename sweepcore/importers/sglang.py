@@ -96,7 +96,7 @@ def _parse_sglang_one(doc: Doc, index: int, keep: int) -> ImportedPoint:
                   tp=tp, rate=rate, max_concurrency=max_concurrency, num_prompts=None,
                   model=model if isinstance(model, str) else None, backend=backend,
                   engine_kind=SGLANG_BACKEND_KINDS.get(backend or ""), measured_at=None,
-                  label=doc.data.get("tag") or "", target_output=target_output, target_input=target_input,
+                  label=doc.label("tag"), target_output=target_output, target_input=target_input,
                   engine_version=version, extra_first=extra_first, server_info=doc.data.get("server_info"),
                   totals=totals)
 

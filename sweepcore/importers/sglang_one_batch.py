@@ -74,12 +74,12 @@ def _parse_one_batch_one(doc: Doc, index: int) -> ImportedPoint:
         if name in doc.data:
             extra[name] = clean_extra(doc.data[name])
     doc.used.add("run_name")
-    extra["run_name"] = doc.data.get("run_name")
+    extra["run_name"] = clean_extra(doc.data.get("run_name"), f"{doc.where}: field 'run_name'")
     workload, kind = workload_of("random")
     point = make_point(doc, index, metrics, [], workload=workload, kind=kind, method=method, params=params,
                    tp=tp_of(doc, None), rate=None, max_concurrency=batch, num_prompts=None, model=None,
                    backend="sglang", engine_kind="sglang", measured_at=None,
-                   label=str(doc.data.get("run_name") or ""), target_output=output_len,
+                   label=doc.label("run_name"), target_output=output_len,
                    target_input=input_len, extra_first=extra)
     point.actual_prompt_tokens = None
     return point

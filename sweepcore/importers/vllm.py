@@ -97,7 +97,7 @@ def _parse_vllm_one(doc: Doc, index: int, keep: int) -> ImportedPoint:
     return make_point(doc, index, metrics, records, workload=workload, kind=kind, method=method, params=params,
                   tp=tp, rate=rate, max_concurrency=max_concurrency,
                   num_prompts=num_prompts, model=model, backend=backend,
-                  engine_kind="vllm", measured_at=measured_at, label=doc.data.get("label") or "",
+                  engine_kind="vllm", measured_at=measured_at, label=doc.label("label"),
                   target_output=None, target_input=None, totals=totals)
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from sweepcore import importers
 from sweepcore.importers import ImportFileError, common
-from tests.import_samples import SGLANG_FILE, vllm_detailed
+from tests.import_samples import ONE_BATCH_FILE, SGLANG_FILE, vllm_detailed
 
 
 @pytest.fixture
@@ -87,3 +87,50 @@ def test_a_file_of_more_results_than_the_limit_is_refused_before_they_are_parsed
     with pytest.raises(ImportFileError) as exc:
         importers.parse(SGLANG_FILE.name, "\n".join(lines))
     assert str(exc.value) == f"{SGLANG_FILE.name}: 3 results (lines); a file may hold up to 2 results (Sweeplab's limit): split it"
+
+
+# -- Texts: none stored with a NUL character (PostgreSQL stores none) -----------------------
+
+
+def sglang_line(**changes):
+    data = json.loads(SGLANG_FILE.read_text().splitlines()[0])
+    server_info = {**data["server_info"], **changes.pop("server_info", {})}
+    return json.dumps({**data, **changes, "server_info": server_info}) + "\n"
+
+
+def one_batch_line(**changes):
+    return json.dumps({**json.loads(ONE_BATCH_FILE.read_text().splitlines()[0]), **changes}) + "\n"
+
+
+@pytest.mark.parametrize(("text", "field"), [
+    (sglang_line(tag="a\x00"), "tag"),
+    (sglang_line(backend="sglang\x00"), "backend"),
+    (sglang_line(server_info={"version": "0.5\x00"}), "server_info.version"),
+    (sglang_line(server_info={"served_model_name": "Qwen\x00"}), "server_info.served_model_name"),
+    (sglang_line(server_info={"internal_states": [{"a": 1}, {"b\x00": 2}]}), "server_info.internal_states[1]"),
+    (sglang_line(notes={"deep": ["x", "y\x00"]}), "notes.deep[1]"),
+    (sglang_line(dataset_path="/data/\x00.json"), "dataset_path"),
+    (one_batch_line(run_name="b\x00"), "run_name"),
+    (one_batch_line(run_name={"parts": ["a", "b\x00"]}), "run_name.parts[1]"),
+    (vllm_detailed(3, label="run\x00"), "label"),
+    (vllm_detailed(3, model_id="Qwen\x00"), "model_id"),
+    (vllm_detailed(20, errors=["boom\x00" if i == 9 else "" for i in range(20)]), "errors[9]"),
+])
+def test_a_text_of_the_file_with_a_nul_is_the_files_error_naming_the_field(text, field):
+    name = "bench.jsonl" if text.count("\n") else "bench.json"
+    with pytest.raises(ImportFileError) as exc:
+        importers.parse(name, text)
+    where = "bench.jsonl line 1" if name.endswith("l") else "bench.json"
+    assert str(exc.value) == f"{where}: field {field!r}: may not contain a NUL character"
+
+
+def test_a_nul_in_a_text_that_is_not_stored_is_not_the_files_error():
+    """Generated texts are not kept (extra leaves them out): a model may write anything."""
+    (point,) = importers.parse("bench.json", vllm_detailed(3, generated_texts=["a\x00", "b", "c"])).points
+    assert point.engine_version == "" and "generated_texts" not in point.extra
+
+
+def test_a_long_engine_version_or_label_is_parsed_as_it_is():
+    """Their columns' lengths are the database's (runs.imports checks them against it)."""
+    (point, *_) = importers.parse("bench.jsonl", sglang_line(tag="t" * 300, server_info={"version": "v" * 300})).points
+    assert point.label == "t" * 300 and point.engine_version == "v" * 300

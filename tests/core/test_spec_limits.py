@@ -213,6 +213,50 @@ def test_a_spec_text_beyond_the_limit_is_refused_before_it_is_parsed(tmp_path):
                               f"(Sweeplab's limit)")
 
 
+# -- Texts ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("text", "most", "problem"), [
+    ("a" * 200, 200, ""),
+    ("", 200, ""),
+    ("a" * 201, 200, "at most 200 characters (got 201)"),
+    ("a" * 12_345, 10_000, "at most 10,000 characters (got 12,345)"),
+    ("a\x00b", 200, "may not contain a NUL character"),
+    ("\x00" * 300, 200, "may not contain a NUL character"),  # the NUL first: said whatever the length
+    ("a" * 10**6, None, ""),
+    ("\x00", None, "may not contain a NUL character"),
+    ("é" * 200, 200, ""),  # characters, not bytes, as the columns count them
+])
+def test_text_problem_says_why_a_text_cannot_be_stored(text, most, problem):
+    assert spec_mod.text_problem(text, most) == problem
+
+
+@pytest.mark.parametrize(("changes", "error"), [
+    ({"name": "n" * 201}, "name: at most 200 characters (got 201)"),
+    ({"name": "  " + "n" * 200 + "  "}, None),  # stripped first
+    ({"name": "a\x00b"}, "name: may not contain a NUL character"),
+    ({"description": "x\x00"}, "description: may not contain a NUL character"),
+    ({"description": "d" * 10_001}, "description: at most 10,000 characters (got 10,001)"),
+    ({"description": "d" * 10_000}, None),
+    ({"description": 3}, "description: expected a string, got 3"),
+    ({"host": "sim\x00"}, "host: unknown host 'sim\\x00'; known hosts: "),  # looked up, not stored
+])
+def test_a_spec_text_beyond_its_limit_is_refused_with_its_field(changes, error):
+    data = {**CLOSED, **changes}
+    if error is None:
+        spec = validate(data, demo_catalog())
+        assert len(spec.name) <= spec_mod.MAX_NAME_CHARS and len(spec.description) <= spec_mod.MAX_TEXT_CHARS
+        return
+    (found,) = errors_of(data)
+    assert found.startswith(error), found
+
+
+def test_a_nul_written_as_a_yaml_or_json_escape_is_refused():
+    for data in (load_yaml('name: "a\\0b"\n'), load_json('{"name": "a\\u0000b"}')):
+        assert data["name"] == "a\x00b"
+        assert "name: may not contain a NUL character" in errors_of({**CLOSED, **data})
+
+
 def test_the_readme_states_every_limit():
     text = README.read_text()
     for what, bound in spec_mod.LIMITS:
