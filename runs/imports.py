@@ -129,13 +129,16 @@ def _check_texts(filename, names):
 
 def _check_stored_texts(parsed, filename):
     """What the file gives for a column of a bounded length fits it (the parser refused a
-    NUL character in any of its texts already)."""
-    most = max_chars(Run, "engine_version")
+    NUL character in any of its texts already): its engine version, and its dataset's path,
+    which a workload the import makes keeps (its name is a slug cut to fit: workload_of)."""
+    bounded = [("engine version", "engine_version", max_chars(Run, "engine_version")),
+               ("dataset path", "dataset_path", max_chars(Workload, "dataset_path"))]
     for p in parsed.points:
-        problem = text_problem(p.engine_version, most)
-        if problem:
-            where = f"{filename} line {p.line}" if p.line is not None else filename
-            raise ImportFileError(f"{where}: engine version: {problem}")
+        for what, attribute, most in bounded:
+            problem = text_problem(getattr(p, attribute) or "", most)
+            if problem:
+                where = f"{filename} line {p.line}" if p.line is not None else filename
+                raise ImportFileError(f"{where}: {what}: {problem}")
 
 
 def sweep_name(filename, label):

@@ -101,6 +101,8 @@ IMPORT_CASES = [
                  "bench.jsonl line 1: engine version: at most 200 characters (got 201)", id="engine-version-201"),
     pytest.param("bench.jsonl", sglang_line(server_info={"version": f"0.5{NUL}"}),
                  f"bench.jsonl line 1: field 'server_info.version': {NO_NUL}", id="engine-version-nul"),
+    pytest.param("bench.jsonl", sglang_line(dataset_name="sharegpt", dataset_path="/" + "p" * 1000),
+                 "bench.jsonl line 1: dataset path: at most 1,000 characters (got 1,001)", id="dataset-path-1001"),
     pytest.param("bench.jsonl", sglang_line(tag=f"run{NUL}1"), f"bench.jsonl line 1: field 'tag': {NO_NUL}",
                  id="tag-nul"),
     pytest.param("bench.jsonl", sglang_line(backend=f"sglang{NUL}"), f"bench.jsonl line 1: field 'backend': {NO_NUL}",
@@ -243,3 +245,12 @@ def test_a_curation_text_at_the_limit_is_stored(client, curator, sweep):
                             "apply": "1", "text": reason}, follow=True)
     assert response.status_code == 200
     assert set(Point.objects.values_list("exclude_reason", flat=True)) == {reason}
+
+
+@pytest.mark.parametrize("query", [{"status__exact": NUL}, {"q": f"a{NUL}"}, {f"status{NUL}": "ok"}])
+def test_an_admin_query_parameter_with_a_nul_is_a_400_naming_it(client, curator, sweep, query):
+    client.force_login(curator)
+    response = client.get(reverse("admin:runs_point_changelist"), query)  # before: a 500 on PostgreSQL
+    assert response.status_code == 400
+    assert response.content.decode() == f"{next(iter(query)).replace(NUL, '')}: {NO_NUL}"
+    assert client.get(reverse("admin:runs_point_changelist"), {"status__exact": "ok"}).status_code == 200
