@@ -152,6 +152,7 @@ AIPerf (``aiperf/metrics/types/inter_token_latency_metric.py``): its "Inter Toke
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
 from sweepcore import stats
@@ -498,6 +499,80 @@ def steady_window(records: Sequence[Any]) -> tuple[float, float] | None:
     if len(measured) == len(records) or not measured:
         return None
     return min(_get(r, "send_time") for r in measured), max(_request_end(r) for r in measured)
+
+
+@dataclass(frozen=True)
+class ConcurrencyWindow:
+    """The span of a load in which the requests in flight held near their peak (SGLang's
+    steady-state window, ``find_steady_state_window``): the longest interval with at least
+    ``threshold`` = ceil(ratio x ``peak``) in flight, and the time-averaged number of
+    requests in flight over it -- what a point's label claims (x64) checked against what
+    ran."""
+
+    start: float  # epoch seconds
+    end: float
+    threshold: int
+    peak: int
+    average_in_flight: float
+
+    @property
+    def seconds(self) -> float:
+        return self.end - self.start
+
+
+def _spans(records: Sequence[Any]) -> list[tuple[float, float]]:
+    """(send, last token) of each request that received a token: the time it held a slot of
+    the load. One that received none has no end we know, and is left out."""
+    spans = []
+    for rec in records:
+        if _get(rec, "chunk_offsets"):
+            start = _get(rec, "send_time")
+            spans.append((start, _request_end(rec)))
+    return [(a, b) for a, b in spans if b > a]
+
+
+def average_in_flight(records: Sequence[Any], start: float, end: float) -> float | None:
+    """Requests in flight between ``start`` and ``end``, averaged over time: the seconds
+    each request spent in flight inside the interval, summed, over its length."""
+    if end <= start:
+        return None
+    held = sum(max(0.0, min(b, end) - max(a, start)) for a, b in _spans(records))
+    return held / (end - start)
+
+
+def concurrency_window(records: Sequence[Any], ratio: float = 0.9) -> ConcurrencyWindow | None:
+    """The longest span with at least ceil(``ratio`` x peak) requests in flight (the first of
+    equally long ones), with the average in flight over it; None without a request that
+    received a token. The ramp-up as the first requests are sent, and the drain as the last
+    ones finish, fall outside it whatever the number of requests."""
+    if not 0 < ratio <= 1:
+        raise ValueError(f"ratio: expected a share in (0, 1], got {ratio!r}")
+    spans = _spans(records)
+    if not spans:
+        return None
+    changes: dict[float, int] = {}
+    for a, b in spans:
+        changes[a] = changes.get(a, 0) + 1
+        changes[b] = changes.get(b, 0) - 1
+    times = sorted(changes)
+    steps, level = [], 0  # (from, to, requests in flight)
+    for here, following in zip(times, times[1:]):
+        level += changes[here]
+        steps.append((here, following, level))
+    peak = max(n for _, _, n in steps)
+    threshold = max(1, math.ceil(peak * ratio - 1e-9))
+    best: tuple[float, float] | None = None
+    first = None
+    for a, b, n in steps + [(times[-1], times[-1], 0)]:
+        if n >= threshold:
+            first = a if first is None else first
+            last = b
+        elif first is not None:
+            if best is None or last - first > best[1] - best[0]:
+                best = (first, last)
+            first = None
+    start, end = best
+    return ConcurrencyWindow(start, end, threshold, peak, average_in_flight(records, start, end))
 
 
 def measured_seconds(records: Sequence[Any]) -> float | None:
