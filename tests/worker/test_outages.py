@@ -18,9 +18,8 @@ from django.utils import timezone
 from benchmarks.models import Sweep
 from runs.models import Point, RequestRecord, Run, RunStatus
 from runs.worker import dbretry
-from runs.worker.executor import RunExecutor, internal_failure
+from runs.worker.executor import RunExecutor
 from runs.worker.store import RunStore
-from sweepcore.kinds import INFRASTRUCTURE_FAILURES, FailureKind
 from sweepcore.loadgen import RequestResult
 from tests.worker.stores import claimed_store as stored_run
 
@@ -174,12 +173,3 @@ def test_a_run_task_without_its_database_is_tried_again_not_acknowledged_as_fail
     result = tasks.execute_run.apply(kwargs={"run_id": 7})
     assert calls == [7, 7, 7] and result.get() == "done"
     assert [tasks.db_wait_s(n) for n in range(8)] == [1, 2, 4, 8, 16, 32, 60, 60]
-
-
-def test_sweeplab_s_own_faults_are_infrastructure_failures():
-    kind, cause = internal_failure(OSError(28, "No space left on device", "/data/logs/run-1.log"))
-    assert kind == FailureKind.DISK_FULL and cause == "no space left on /data/logs/run-1.log: No space left on device"
-    kind, cause = internal_failure(KeyError("x"))
-    assert kind == FailureKind.INTERNAL and cause == "Sweeplab internal error: KeyError: 'x'"
-    assert {FailureKind.DISK_FULL, FailureKind.INTERNAL, FailureKind.HUNG} <= INFRASTRUCTURE_FAILURES
-    assert FailureKind.CUDA_ILLEGAL_INSTRUCTION not in INFRASTRUCTURE_FAILURES
